@@ -1,0 +1,46 @@
+# Tasklift. `make run` serves the app with all its processes; `make test` runs every check.
+# Both set themselves up on a fresh machine: uv (through pip if missing), the locked dependencies,
+# and the embedded PostgreSQL and Redis (started on first use, data under .local/).
+
+PYTHON ?= python3
+UV := $(PYTHON) -m uv
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: run test setup browser lint typecheck pytest bench stop clean
+
+setup:
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@$(UV) sync --frozen --quiet
+
+# Debian's Chromium for the browser tests (Playwright cannot download its own browser here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "Installing Debian's chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing and cannot be installed here: browser tests will be skipped"; fi; }
+
+run: setup
+	@$(UV) run python -m config.run
+
+lint: setup
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+
+typecheck: setup
+	$(UV) run mypy .
+
+pytest: setup browser
+	$(UV) run pytest
+
+test: lint typecheck pytest
+
+bench: setup
+	$(UV) run python benchmarks/extract_gmail.py
+
+# Stop the embedded PostgreSQL and Redis (they outlive the commands that started them).
+stop: setup
+	@$(UV) run python -m config.embedded stop
+
+clean: stop
+	rm -rf .local

@@ -1,0 +1,220 @@
+"""Tasklift settings. Everything comes from the environment; `.env.example` lists each variable.
+
+Without DATABASE_URL / REDIS_URL the embedded PostgreSQL and Redis under `.local/` are used, and
+without provider credentials each external service is the local sandbox (see sandbox/README.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from pathlib import Path
+
+import dj_database_url
+import django_stubs_ext
+from django.core.exceptions import ImproperlyConfigured
+
+from config import embedded
+from config.env import env_bool, env_int, env_list, env_str
+
+django_stubs_ext.monkeypatch()  # generic Django classes (forms, managers) at run time
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+LOCAL_DIR = Path(env_str("TASKLIFT_LOCAL_DIR") or BASE_DIR / ".local")
+
+# Mode -----------------------------------------------------------------------------------------------
+PRODUCTION = env_str("TASKLIFT_MODE", "development") == "production"
+if env_str("TASKLIFT_MODE", "development") not in ("development", "production"):
+    raise ImproperlyConfigured("TASKLIFT_MODE must be 'development' or 'production'")
+
+DEV_SECRET_KEY = "dev-insecure-only-for-local-development-never-in-production"
+SECRET_KEY = env_str("SECRET_KEY") or DEV_SECRET_KEY
+if PRODUCTION and (SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 50):
+    raise ImproperlyConfigured(
+        "Production mode needs a real SECRET_KEY (at least 50 random characters) in the environment."
+    )
+
+DEBUG = env_bool("DEBUG", default=not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+if PRODUCTION:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = 3600
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# Encryption of secrets at rest: Fernet keys, newest first. Older keys only decrypt, so a key can be
+# rotated by putting a new one in front (and `manage.py rotate_secrets` re-encrypts).
+ENCRYPTION_KEYS = env_list("TASKLIFT_ENCRYPTION_KEYS")
+if not ENCRYPTION_KEYS:
+    if PRODUCTION:
+        raise ImproperlyConfigured("Production mode needs TASKLIFT_ENCRYPTION_KEYS (Fernet keys, comma-separated).")
+    ENCRYPTION_KEYS = [base64.urlsafe_b64encode(hashlib.sha256(SECRET_KEY.encode()).digest()).decode()]
+
+# Applications -----------------------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "accounts",
+    "integrations",
+    "extraction",
+    "tasks",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+AUTH_USER_MODEL = "accounts.User"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "config.context_processors.simulated_services",
+            ],
+        },
+    },
+]
+
+# Database and Redis -----------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL") or embedded.postgres_url(LOCAL_DIR / "postgres")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
+DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "test_tasklift")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL") or f"{embedded.redis_url(LOCAL_DIR / 'redis')}?db={env_int('REDIS_DB', 0)}"
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "tasklift"),
+    }
+}
+
+# Celery: acks late with redelivery on worker loss, one message at a time, and
+# soft time limit < hard time limit < broker visibility timeout, so a slow job is stopped before the
+# broker hands its message to another worker.
+CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600, minimum=1)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "tasklift"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
+
+# Rate limiting (django-ratelimit) uses the shared Redis cache.
+RATELIMIT_USE_CACHE = "default"
+
+# External services: real when configured, the sandbox otherwise ------------------------------------
+SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765").rstrip("/")
+
+GOOGLE_CLIENT_ID = env_str("GOOGLE_CLIENT_ID")
+GOOGLE_CLIENT_SECRET = env_str("GOOGLE_CLIENT_SECRET")
+GOOGLE_SIMULATED = not GOOGLE_CLIENT_ID
+if GOOGLE_SIMULATED:
+    GOOGLE_CLIENT_ID = "sandbox-google-client"
+    GOOGLE_CLIENT_SECRET = "sandbox-google-secret"
+    GOOGLE_AUTH_URI = f"{SANDBOX_URL}/google/o/oauth2/auth"
+    GOOGLE_TOKEN_URI = f"{SANDBOX_URL}/google/token"
+    GOOGLE_REVOKE_URI = f"{SANDBOX_URL}/google/revoke"
+    GMAIL_API_ENDPOINT = SANDBOX_URL
+    # oauthlib refuses plain http; the sandbox is plain http on loopback.
+    os.environ.setdefault("OAUTHLIB_INSECURE_TRANSPORT", "1")
+else:
+    GOOGLE_AUTH_URI = "https://accounts.google.com/o/oauth2/auth"
+    GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
+    GOOGLE_REVOKE_URI = "https://oauth2.googleapis.com/revoke"
+    GMAIL_API_ENDPOINT = "https://gmail.googleapis.com"
+GMAIL_BATCH_URI = f"{GMAIL_API_ENDPOINT}/batch/gmail/v1"
+GMAIL_SCOPES = ["https://www.googleapis.com/auth/gmail.readonly"]
+GMAIL_HTTP_TIMEOUT_S = env_int("GMAIL_HTTP_TIMEOUT_S", 30, minimum=1)
+GMAIL_BATCH_SIZE = min(env_int("GMAIL_BATCH_SIZE", 20, minimum=1), 20)
+
+GEMINI_API_KEY = env_str("GEMINI_API_KEY")
+GEMINI_SIMULATED = not GEMINI_API_KEY
+GEMINI_BASE_URL = f"{SANDBOX_URL}/" if GEMINI_SIMULATED else ""
+if GEMINI_SIMULATED:
+    GEMINI_API_KEY = "sandbox-gemini-key"
+GEMINI_MODEL = env_str("GEMINI_MODEL", "gemini-2.5-flash")
+GEMINI_TIMEOUT_S = env_int("GEMINI_TIMEOUT_S", 60, minimum=1)
+GEMINI_MAX_ATTEMPTS = env_int("GEMINI_MAX_ATTEMPTS", 4, minimum=1)
+GEMINI_RETRY_INITIAL_DELAY_S = float(env_str("GEMINI_RETRY_INITIAL_DELAY_S", "1.0"))
+
+# Auth and i18n ------------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = LOCAL_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = not PRODUCTION
+if not PRODUCTION:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns when it is missing
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        # googleapiclient logs request URLs; keep library chatter at WARNING.
+        "googleapiclient": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+        "pgserver": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,28 @@
+"""Settings for the test suite: the normal settings, with the environment pointed at test resources.
+
+Set before the normal settings are read, and inherited by any process a test starts: a Redis database
+of its own (so tests never touch the queue or cache of a running `make run`), a test database name of
+this run, and a free port for the sandbox, which the test session starts there.
+"""
+
+import os
+import socket
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+os.environ.setdefault("REDIS_DB", "1")
+os.environ.setdefault("CACHE_KEY_PREFIX", f"tasklift-test-{os.getpid()}")
+os.environ.setdefault("TEST_DATABASE_NAME", f"test_tasklift_{os.getpid()}")
+os.environ.setdefault("SANDBOX_URL", f"http://127.0.0.1:{_free_port()}")
+for name in ("GOOGLE_CLIENT_ID", "GEMINI_API_KEY", "MICROSOFT_CLIENT_ID"):
+    os.environ.pop(name, None)  # tests always run against the sandbox
+os.environ.setdefault("GEMINI_RETRY_INITIAL_DELAY_S", "0.01")
+
+from config.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast, tests only

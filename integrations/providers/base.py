@@ -1,0 +1,88 @@
+"""What the rest of Tasklift sees of a mail provider: plain objects and typed errors.
+
+Only the modules in `integrations/providers/` know a provider's wire format. Callers catch the errors
+below, never an HTTP library's exception or a status code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Email:
+    """One fetched email, with its body already turned into plain text (not yet cleaned of quotes)."""
+
+    provider: str  # "gmail" | "outlook"
+    message_id: str  # the provider's id; never shown to the LLM
+    thread_id: str
+    sender: str  # "Name <address>" as in the From header
+    subject: str
+    received_at: datetime  # timezone-aware
+    body_text: str
+    web_link: str  # opens the message in the provider's web client
+
+
+@dataclass(frozen=True)
+class Delta:
+    """New inbox mail since a cursor, and the cursor that would follow it. Fetching saves nothing."""
+
+    message_ids: list[str]  # new inbox messages since the cursor, oldest first, without repeats
+    new_cursor: str
+    prefetched: dict[str, Email] = field(default_factory=dict)  # bodies that came with the delta, by id
+
+
+class ProviderError(Exception):
+    """A provider call failed. `message` is written for the person whose mailbox it is."""
+
+    code = "provider_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ProviderAuthError(ProviderError):
+    """The credentials are refused (revoked, expired beyond refresh): the person must reconnect."""
+
+    code = "provider_auth"
+
+
+class ProviderRateLimited(ProviderError):
+    """The provider asks us to slow down. `retry_after` is in seconds."""
+
+    code = "provider_rate_limited"
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ProviderUnavailable(ProviderError):
+    """A transient failure: 5xx, timeout, connection refused."""
+
+    code = "provider_unavailable"
+
+
+class CursorExpired(ProviderError):
+    """The saved cursor is no longer accepted (Gmail 404 on history, Graph 410): a resync is needed."""
+
+    code = "cursor_expired"
+
+
+class MailProvider(Protocol):
+    """A connected mailbox, ready to read. Implementations: gmail.GmailProvider, outlook.OutlookProvider."""
+
+    def current_cursor(self) -> str:
+        """The cursor for "now": where incremental sync starts on connect."""
+        ...
+
+    def fetch_delta(self, cursor: str) -> Delta:
+        """The ids of every new inbox email since `cursor`, and the cursor after them. Saves nothing."""
+        ...
+
+    def fetch_emails(self, message_ids: list[str]) -> list[Email]:
+        """The given messages, in the order given; a message deleted meanwhile is left out."""
+        ...

@@ -1,0 +1,117 @@
+"""The sandbox WSGI application: one Flask app, one blueprint per service, plus the control API."""
+
+from __future__ import annotations
+
+import json
+import time
+from http import HTTPStatus
+from typing import Any
+
+from flask import Flask, Response, current_app, g, request
+
+from sandbox.state import Fault, SandboxState
+
+# Google's RPC status names, used in the error bodies of Google services.
+GOOGLE_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    408: "DEADLINE_EXCEEDED",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def sandbox_state() -> SandboxState:
+    state: SandboxState = current_app.config["SANDBOX_STATE"]
+    return state
+
+
+def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        json.dumps(payload),
+        status=status,
+        headers=headers or {},
+        content_type="application/json; charset=UTF-8",
+    )
+
+
+def default_error_body(service: str, status: int) -> dict[str, Any]:
+    """The error body the real service sends for `status`, in that service's shape."""
+    phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+    if service in ("graph", "microsoft"):
+        code = {429: "TooManyRequests", 503: "ServiceUnavailable", 401: "InvalidAuthenticationToken"}
+        return {"error": {"code": code.get(status, phrase.replace(" ", "")), "message": phrase, "innerError": {}}}
+    body: dict[str, Any] = {
+        "error": {"code": status, "message": phrase, "status": GOOGLE_STATUS.get(status, "UNKNOWN")}
+    }
+    if service == "gmail":
+        reason = {429: "rateLimitExceeded", 401: "authError", 404: "notFound"}.get(status, "backendError")
+        body["error"]["errors"] = [{"message": phrase, "domain": "global", "reason": reason}]
+    return body
+
+
+def fault_response(service: str, fault: Fault) -> tuple[int, dict[str, str], str]:
+    """Status, headers and body text of a fault, after its delay."""
+    if fault.delay_ms:
+        time.sleep(fault.delay_ms / 1000)
+    body = fault.body if fault.body is not None else default_error_body(service, fault.status)
+    text = body if isinstance(body, str) else json.dumps(body)
+    headers = {"Content-Type": "application/json; charset=UTF-8", **fault.headers}
+    if fault.status == 429 and not any(k.lower() == "retry-after" for k in headers):
+        headers["Retry-After"] = "1"
+    return fault.status, headers, text
+
+
+def create_app(state: SandboxState | None = None, *, base_url: str = "") -> Flask:
+    """Build the sandbox app. `base_url` is how clients reach it (used in links it hands out)."""
+    from sandbox import control, gemini, gmail, google_oauth
+
+    app = Flask("sandbox", template_folder="templates")
+    app.config["SANDBOX_STATE"] = state or SandboxState()
+    app.config["SANDBOX_BASE_URL"] = base_url.rstrip("/")
+    for module in (control, google_oauth, gmail, gemini):
+        app.register_blueprint(module.blueprint)
+
+    @app.before_request
+    def log_and_fault() -> Response | None:
+        service = request.blueprint or ""
+        if service not in ("google_oauth", "gmail", "gemini", "microsoft", "graph"):
+            return None
+        st = sandbox_state()
+        body = request.get_data(as_text=True)
+        g.logged = st.record(service, request.method, request.path, request.query_string.decode(), body)
+        target = f"{request.method} {request.full_path.rstrip('?')}"
+        fault = st.take_fault(service, target, body)
+        if fault is None:
+            return None
+        status, headers, text = fault_response(service, fault)
+        return Response(text, status=status, headers=headers)
+
+    @app.after_request
+    def remember_status(response: Response) -> Response:
+        logged = g.get("logged")
+        if logged is not None:
+            logged.status = response.status_code
+        return response
+
+    @app.errorhandler(404)
+    def not_found(_: Exception) -> Response:
+        service = request.blueprint or "control"
+        if service == "control":
+            return json_response({"error": {"code": "not_found", "message": f"No route {request.path}"}}, 404)
+        return json_response(default_error_body(service, 404), 404)
+
+    @app.errorhandler(405)
+    def wrong_method(_: Exception) -> Response:
+        return json_response(
+            {"error": {"code": "method_not_allowed", "message": f"{request.method} is not allowed on {request.path}"}},
+            405,
+        )
+
+    return app

@@ -1,0 +1,134 @@
+"""In-memory state of the sandbox: mailboxes, tokens, faults and the request log.
+
+Every route reads and writes this through one lock, so the threaded server stays consistent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+SERVICES = ("google_oauth", "gmail", "gemini", "microsoft", "graph")
+
+
+@dataclass
+class Fault:
+    """A scripted failure: answer `status` with `body` (after `delay_ms`) `times` times.
+
+    `route` is a regular expression searched in "METHOD /path?query" of the request (for Gmail batch
+    parts, of the inner request); `match` is a substring searched in the request body, which is how a
+    fault targets one email in a Gemini prompt. `times` of None means until cleared.
+    """
+
+    id: int
+    service: str
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_ms: int = 0
+    times: int | None = 1
+    route: str | None = None
+    match: str | None = None
+    hits: int = 0
+
+    def applies(self, service: str, target: str, body: str) -> bool:
+        if self.service != service or (self.times is not None and self.times <= 0):
+            return False
+        if self.route and not re.search(self.route, target):
+            return False
+        return not (self.match and self.match not in body)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "service": self.service,
+            "status": self.status,
+            "body": self.body,
+            "headers": self.headers,
+            "delay_ms": self.delay_ms,
+            "times": self.times,
+            "route": self.route,
+            "match": self.match,
+            "hits": self.hits,
+        }
+
+
+@dataclass
+class LoggedRequest:
+    service: str
+    method: str
+    path: str
+    query: str
+    body: str
+    status: int | None
+    at: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "service": self.service,
+            "method": self.method,
+            "path": self.path,
+            "query": self.query,
+            "body": self.body,
+            "status": self.status,
+            "at": self.at,
+        }
+
+
+class SandboxState:
+    """Everything the sandbox knows. Service modules keep their own data in `self.data[service]`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self.faults: list[Fault] = []
+        self.log: list[LoggedRequest] = []
+        self.settings: dict[str, Any] = {"gemini_latency_ms": 0}
+        self.data: dict[str, Any] = {}
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.faults.clear()
+            self.log.clear()
+            self.settings = {"gemini_latency_ms": 0}
+            self.data.clear()
+
+    # Faults -------------------------------------------------------------------------------------
+    def add_fault(self, **spec: Any) -> Fault:
+        with self.lock:
+            fault = Fault(id=self.next_id(), **spec)
+            self.faults.append(fault)
+            return fault
+
+    def take_fault(self, service: str, target: str, body: str) -> Fault | None:
+        """Consume one use of the first fault that applies to this request, if any."""
+        with self.lock:
+            for fault in self.faults:
+                if fault.applies(service, target, body):
+                    fault.hits += 1
+                    if fault.times is not None:
+                        fault.times -= 1
+                    return fault
+        return None
+
+    def clear_faults(self, service: str | None = None) -> None:
+        with self.lock:
+            self.faults = [f for f in self.faults if service and f.service != service]
+
+    # Request log --------------------------------------------------------------------------------
+    def record(self, service: str, method: str, path: str, query: str, body: str) -> LoggedRequest:
+        entry = LoggedRequest(service, method, path, query, body, None, time.time())
+        with self.lock:
+            self.log.append(entry)
+        return entry
+
+    def requests_for(self, service: str | None = None) -> list[LoggedRequest]:
+        with self.lock:
+            return [e for e in self.log if service is None or e.service == service]

@@ -1,0 +1,53 @@
+"""The sandbox control API answers malformed requests with a 400 and a JSON error naming the problem."""
+
+import requests
+
+from sandbox.client import SandboxClient
+
+
+def post(sandbox: SandboxClient, path: str, **kwargs: object) -> requests.Response:
+    return sandbox.http.post(f"{sandbox.base_url}/_sandbox{path}", timeout=5, **kwargs)  # type: ignore[arg-type]
+
+
+def test_fault_body_that_is_not_json_is_a_400(sandbox: SandboxClient) -> None:
+    response = post(sandbox, "/faults", data="{not json", headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_json"
+
+
+def test_fault_with_an_unknown_service_names_the_field(sandbox: SandboxClient) -> None:
+    response = post(sandbox, "/faults", json={"service": "yahoo", "status": 503})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_field"
+    assert "service" in error["message"]
+
+
+def test_fault_with_a_missing_status_names_the_field(sandbox: SandboxClient) -> None:
+    response = post(sandbox, "/faults", json={"service": "gemini"})
+    assert response.status_code == 400
+    assert "status" in response.json()["error"]["message"]
+
+
+def test_fault_with_a_bad_route_pattern_is_a_400(sandbox: SandboxClient) -> None:
+    response = post(sandbox, "/faults", json={"service": "gmail", "status": 429, "route": "(unclosed"})
+    assert response.status_code == 400
+    assert "route" in response.json()["error"]["message"]
+
+
+def test_unknown_control_route_is_a_json_404(sandbox: SandboxClient) -> None:
+    response = sandbox.http.get(f"{sandbox.base_url}/_sandbox/nothing-here", timeout=5)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_reset_clears_faults_and_the_request_log(sandbox: SandboxClient) -> None:
+    sandbox.fault("gemini", 503, times=5)
+    sandbox.reset()
+    assert sandbox.call("GET", "/faults") == {"faults": []}
+    assert sandbox.requests() == []
+
+
+def test_request_log_filter_rejects_an_unknown_service(sandbox: SandboxClient) -> None:
+    response = sandbox.http.get(f"{sandbox.base_url}/_sandbox/requests", params={"service": "nope"}, timeout=5)
+    assert response.status_code == 400

@@ -1,0 +1,59 @@
+import os
+import subprocess
+import sys
+
+from django.conf import settings
+
+
+def test_celery_time_limits_are_ordered_below_the_visibility_timeout() -> None:
+    soft = settings.CELERY_TASK_SOFT_TIME_LIMIT
+    hard = settings.CELERY_TASK_TIME_LIMIT
+    visibility = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+    assert soft < hard < visibility
+
+
+def test_celery_is_reliable_by_default() -> None:
+    from config.celery import app
+
+    assert app.conf.task_acks_late is True
+    assert app.conf.task_reject_on_worker_lost is True
+    assert app.conf.worker_prefetch_multiplier == 1
+    assert app.conf.task_soft_time_limit == settings.CELERY_TASK_SOFT_TIME_LIMIT
+
+
+def _import_settings(**env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **env}
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_production_refuses_to_start_without_a_real_secret_key() -> None:
+    environment = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={**environment, "DJANGO_SETTINGS_MODULE": "config.settings", "TASKLIFT_MODE": "production"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "Production mode needs a real SECRET_KEY" in result.stderr
+
+
+def test_production_refuses_without_encryption_keys() -> None:
+    result = _import_settings(TASKLIFT_MODE="production", SECRET_KEY="x" * 60)
+    assert result.returncode != 0
+    assert "TASKLIFT_ENCRYPTION_KEYS" in result.stderr
+
+
+def test_a_malformed_number_setting_is_a_clear_error() -> None:
+    result = _import_settings(GEMINI_TIMEOUT_S="soon")
+    assert result.returncode != 0
+    assert "GEMINI_TIMEOUT_S must be a whole number" in result.stderr
