@@ -125,6 +125,9 @@ CACHES = {
 # soft time limit < hard time limit < broker visibility timeout, so a slow job is stopped before the
 # broker hands its message to another worker.
 CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
+if CELERY_BROKER_URL.startswith("redis+socket://"):
+    # kombu takes the database of a unix-socket URL from the virtual host, not from ?db=
+    CELERY_BROKER_VHOST = REDIS_URL.rsplit("db=", 1)[1] if "db=" in REDIS_URL else "0"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -165,6 +168,7 @@ GMAIL_BATCH_URI = f"{GMAIL_API_ENDPOINT}/batch/gmail/v1"
 GMAIL_SCOPES = ["https://www.googleapis.com/auth/gmail.readonly"]
 GMAIL_HTTP_TIMEOUT_S = env_int("GMAIL_HTTP_TIMEOUT_S", 30, minimum=1)
 GMAIL_BATCH_SIZE = min(env_int("GMAIL_BATCH_SIZE", 20, minimum=1), 20)
+GMAIL_NUM_RETRIES = env_int("GMAIL_NUM_RETRIES", 2)
 
 GEMINI_API_KEY = env_str("GEMINI_API_KEY")
 GEMINI_SIMULATED = not GEMINI_API_KEY
@@ -218,3 +222,21 @@ LOGGING = {
         "pgserver": {"level": "WARNING"},
     },
 }
+
+# Extraction ---------------------------------------------------------------------------------------
+EXTRACTION_RUNS_PER_MINUTE = env_int("EXTRACTION_RUNS_PER_MINUTE", 6, minimum=1)
+EXTRACTION_BATCH_SIZE = min(env_int("EXTRACTION_BATCH_SIZE", 10, minimum=1), 10)
+EXTRACTION_MAX_BODY_CHARS = env_int("EXTRACTION_MAX_BODY_CHARS", 4000, minimum=200)
+EXTRACTION_MAX_TASKS_PER_EMAIL = env_int("EXTRACTION_MAX_TASKS_PER_EMAIL", 5, minimum=1)
+EXTRACTION_MAX_TITLE_CHARS = env_int("EXTRACTION_MAX_TITLE_CHARS", 200, minimum=20)
+EXTRACTION_BAD_OUTPUT_ATTEMPTS = env_int("EXTRACTION_BAD_OUTPUT_ATTEMPTS", 2, minimum=1)
+EXTRACTION_LEASE_SECONDS = env_int("EXTRACTION_LEASE_SECONDS", 900, minimum=30)
+EXTRACTION_SCHEDULE_MINUTES = env_int("EXTRACTION_SCHEDULE_MINUTES", 10, minimum=1)
+GMAIL_BACKFILL_DAYS = env_int("GMAIL_BACKFILL_DAYS", 7, minimum=0)
+GMAIL_BACKFILL_MAX_MESSAGES = env_int("GMAIL_BACKFILL_MAX_MESSAGES", 100, minimum=0)
+CELERY_BEAT_SCHEDULE["extraction-schedule"] = {
+    "task": "extraction.jobs.extraction_schedule_job",
+    "schedule": EXTRACTION_SCHEDULE_MINUTES * 60,
+}
+if CELERY_TASK_TIME_LIMIT >= EXTRACTION_LEASE_SECONDS:
+    raise ImproperlyConfigured("EXTRACTION_LEASE_SECONDS must exceed CELERY_TASK_TIME_LIMIT.")

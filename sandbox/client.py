@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+from datetime import datetime
 from typing import Any
 
 import requests
@@ -41,6 +43,61 @@ class SandboxClient:
 
     def set_gemini_latency(self, ms: int) -> None:
         self.call("PUT", "/settings", json={"gemini_latency_ms": ms})
+
+    # Gmail and Google OAuth -------------------------------------------------------------------------
+    def create_mailbox(self, address: str, history_id_start: int | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"address": address}
+        if history_id_start is not None:
+            body["history_id_start"] = history_id_start
+        result: dict[str, Any] = self.call("POST", "/gmail/mailboxes", json=body)
+        return result
+
+    def deliver(
+        self,
+        address: str,
+        raw: str | bytes,
+        *,
+        labels: list[str] | None = None,
+        internal_date: datetime | None = None,
+    ) -> dict[str, Any]:
+        """Deliver an RFC 822 message; returns {"id", "threadId", "historyId"}."""
+        body: dict[str, Any] = {"address": address}
+        if isinstance(raw, bytes):
+            body["raw_base64"] = base64.b64encode(raw).decode()
+        else:
+            body["raw"] = raw
+        if labels is not None:
+            body["labels"] = labels
+        if internal_date is not None:
+            body["internal_date"] = internal_date.isoformat()
+        result: dict[str, Any] = self.call("POST", "/gmail/messages", json=body)
+        return result
+
+    def mailbox_messages(self, address: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.call("GET", "/gmail/messages", params={"address": address})["messages"]
+        return result
+
+    def expire_history(self, address: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("POST", "/gmail/expire-history", json={"address": address})
+        return result
+
+    def issue_token(self, address: str, *, expires_in: int = 3600, scope: str | None = None) -> dict[str, Any]:
+        """Google tokens for `address` without the consent page: access_token, refresh_token, expiry, ..."""
+        body: dict[str, Any] = {"address": address, "expires_in": expires_in}
+        if scope is not None:
+            body["scope"] = scope
+        result: dict[str, Any] = self.call("POST", "/google/tokens", json=body)
+        return result
+
+    def expire_token(self, *, access_token: str | None = None, address: str | None = None) -> None:
+        body = {k: v for k, v in {"access_token": access_token, "address": address}.items() if v}
+        self.call("POST", "/google/tokens/expire", json=body)
+
+    def revoke(
+        self, *, access_token: str | None = None, refresh_token: str | None = None, address: str | None = None
+    ) -> None:
+        targets = {"access_token": access_token, "refresh_token": refresh_token, "address": address}
+        self.call("POST", "/google/tokens/revoke", json={k: v for k, v in targets.items() if v})
 
 
 class SandboxControlError(Exception):

@@ -1,5 +1,697 @@
-"""Placeholder: filled in by its owner."""
+"""Gmail API v1, as far as Tasklift reads it (reference §A): profile, history, messages, attachments,
+watch/stop and the multipart/mixed batch endpoint.
 
-from flask import Blueprint
+Messages are kept as raw RFC 822 bytes and parsed on demand into Gmail's payload tree. Every delivery
+appends a messageAdded history record; ids rise with gaps, like Gmail's.
+
+Batch parts are dispatched through the whole app (a WSGI call in a fresh context), so each inner
+request passes the same before_request hook as a direct call: it is logged as its own entry (method,
+inner path and query; the outer `POST /batch/gmail/v1` is logged first) and faults are matched against
+"GET /gmail/v1/users/me/messages/ID?format=...&alt=json".
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextvars
+import email
+import email.policy
+import html
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from email.message import Message
+from email.parser import BytesParser
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from flask import Blueprint, Response, current_app, request
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from werkzeug.test import TestResponse
+
+from sandbox.app import json_response, sandbox_state
+from sandbox.control import ControlError, control_route, parse_body
+from sandbox.google_oauth import token_address
+from sandbox.state import SandboxState
 
 blueprint = Blueprint("gmail", __name__)
+
+MAX_BATCH_PARTS = 100
+DEFAULT_LABELS = ("INBOX", "UNREAD")
+_ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_ATTACHMENT_PREFIX = "ANGjdJ"
+
+
+# Storage ---------------------------------------------------------------------------------------------
+@dataclass
+class StoredMessage:
+    id: str
+    thread_id: str
+    raw: bytes
+    label_ids: list[str]
+    internal_date: int  # epoch milliseconds
+    history_id: int
+    message_id_header: str
+
+
+@dataclass
+class HistoryRecord:
+    id: int
+    message_id: str
+    thread_id: str
+    label_ids: list[str]
+
+
+@dataclass
+class Mailbox:
+    address: str
+    history_id: int
+    history_floor: int  # a startHistoryId below this answers 404, as an expired one does at Google
+    messages: dict[str, StoredMessage] = field(default_factory=dict)
+    history: list[HistoryRecord] = field(default_factory=list)
+    watch_topic: str | None = None
+
+
+def _mailboxes(state: SandboxState) -> dict[str, Mailbox]:
+    mailboxes: dict[str, Mailbox] = state.data.setdefault("gmail", {})
+    return mailboxes
+
+
+def mailbox_addresses(state: SandboxState) -> list[str]:
+    with state.lock:
+        return list(_mailboxes(state))
+
+
+def mailbox_ensure(state: SandboxState, address: str, history_id_start: int | None = None) -> Mailbox:
+    """The mailbox of `address`, created empty if missing (every Google account has one)."""
+    address = address.lower()
+    with state.lock:
+        mailboxes = _mailboxes(state)
+        if address not in mailboxes:
+            start = history_id_start if history_id_start is not None else 100_000 + 1000 * len(mailboxes)
+            mailboxes[address] = Mailbox(address=address, history_id=start, history_floor=0)
+        return mailboxes[address]
+
+
+def _date_header_ms(parsed: Message) -> int | None:
+    value = parsed.get("Date")
+    if not value:
+        return None
+    try:
+        when = parsedate_to_datetime(str(value))
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)
+
+
+def message_deliver(
+    state: SandboxState,
+    address: str,
+    raw: bytes,
+    *,
+    labels: list[str] | None = None,
+    internal_date: datetime | None = None,
+) -> StoredMessage:
+    """Put `raw` into the mailbox of `address` (created if missing) and record a messageAdded history entry.
+
+    internalDate is `internal_date` if given, else the Date header, else now.
+    """
+    parsed = email.message_from_bytes(raw, policy=email.policy.compat32)
+    if internal_date is not None:
+        if internal_date.tzinfo is None:
+            internal_date = internal_date.replace(tzinfo=UTC)
+        date_ms = int(internal_date.timestamp() * 1000)
+    else:
+        date_ms = _date_header_ms(parsed) or int(time.time() * 1000)
+    message_id_header = str(parsed.get("Message-ID", "")).strip()
+    refs = f"{parsed.get('In-Reply-To', '')} {parsed.get('References', '')}".split()
+    with state.lock:
+        mailbox = mailbox_ensure(state, address)
+        message_id = f"{0x18F0_0000_0000_0000 + state.next_id():x}"
+        thread_id = message_id
+        for earlier in mailbox.messages.values():
+            if earlier.message_id_header and earlier.message_id_header in refs:
+                thread_id = earlier.thread_id
+                break
+        mailbox.history_id += 1 + len(mailbox.history) % 3  # rising, with gaps
+        label_ids = list(labels) if labels is not None else list(DEFAULT_LABELS)
+        stored = StoredMessage(message_id, thread_id, raw, label_ids, date_ms, mailbox.history_id, message_id_header)
+        mailbox.messages[message_id] = stored
+        mailbox.history.append(HistoryRecord(mailbox.history_id, message_id, thread_id, list(label_ids)))
+        return stored
+
+
+def mailbox_expire_history(state: SandboxState, address: str) -> int:
+    """Forget the mailbox's history: any startHistoryId below the current id now answers 404."""
+    with state.lock:
+        mailbox = _mailboxes(state).get(address.lower())
+        if mailbox is None:
+            raise KeyError(address)
+        mailbox.history_floor = mailbox.history_id
+        mailbox.history.clear()
+        return mailbox.history_id
+
+
+# Message rendering -----------------------------------------------------------------------------------
+def _b64(data: bytes, *, pad: bool) -> str:
+    encoded = base64.urlsafe_b64encode(data).decode()
+    return encoded if pad else encoded.rstrip("=")
+
+
+def _attachment_id(message_id: str, part_id: str) -> str:
+    return _ATTACHMENT_PREFIX + _b64(f"{message_id}/{part_id}".encode(), pad=False)
+
+
+def _headers(part: Message) -> list[dict[str, str]]:
+    headers = []
+    for name, value in part.items():
+        try:
+            text = str(value)
+        except Exception:  # a header the modern parser chokes on: give it as sent
+            text = str(part.get(name, ""))
+        headers.append({"name": name, "value": text})
+    return headers
+
+
+def _leaf_bytes(part: Message) -> bytes:
+    data = part.get_payload(decode=True)
+    return data if isinstance(data, bytes) else b""
+
+
+def _is_attachment(part: Message) -> bool:
+    return bool(part.get_filename()) or part.get_content_maintype() != "text"
+
+
+def _payload(part: Message, message_id: str, part_id: str) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "partId": part_id,
+        "mimeType": part.get_content_type(),
+        "filename": part.get_filename() or "",
+        "headers": _headers(part),
+    }
+    if part.is_multipart():
+        node["body"] = {"size": 0}
+        children = part.get_payload()
+        assert isinstance(children, list)
+        prefix = f"{part_id}." if part_id else ""
+        node["parts"] = [_payload(child, message_id, f"{prefix}{i}") for i, child in enumerate(children)]
+        return node
+    data = _leaf_bytes(part)
+    if _is_attachment(part):
+        node["body"] = {"attachmentId": _attachment_id(message_id, part_id), "size": len(data)}
+    else:
+        node["body"] = {"size": len(data), "data": _b64(data, pad=False)}
+    return node
+
+
+def _find_part(part: Message, part_id: str) -> Message | None:
+    if not part_id:
+        return part
+    for index in part_id.split("."):
+        children = part.get_payload() if part.is_multipart() else None
+        if not isinstance(children, list) or not index.isdigit() or int(index) >= len(children):
+            return None
+        child = children[int(index)]
+        if not isinstance(child, Message):
+            return None
+        part = child
+    return part
+
+
+def _snippet(parsed: Message) -> str:
+    html_text = ""
+    for part in parsed.walk():
+        if part.is_multipart() or part.get_filename():
+            continue
+        charset = part.get_content_charset() or "utf-8"
+        try:
+            text = _leaf_bytes(part).decode(charset, errors="replace")
+        except LookupError:
+            text = _leaf_bytes(part).decode("utf-8", errors="replace")
+        if part.get_content_type() == "text/plain":
+            return " ".join(text.split())[:200]
+        if part.get_content_type() == "text/html" and not html_text:
+            text = re.sub(r"(?is)<(style|script)\b.*?</\1>", " ", text)
+            html_text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())[:200]
+    return html_text
+
+
+def message_resource(message: StoredMessage, fmt: str, metadata_headers: list[str]) -> dict[str, Any]:
+    """The Gmail `Message` resource of `message` in format minimal, full, raw or metadata."""
+    parsed = email.message_from_bytes(message.raw, policy=email.policy.default)
+    resource: dict[str, Any] = {
+        "id": message.id,
+        "threadId": message.thread_id,
+        "labelIds": list(message.label_ids),
+        "snippet": _snippet(parsed),
+        "sizeEstimate": len(message.raw),
+        "historyId": str(message.history_id),
+        "internalDate": str(message.internal_date),
+    }
+    if fmt == "raw":
+        resource["raw"] = _b64(message.raw, pad=True)
+    elif fmt == "full":
+        resource["payload"] = _payload(parsed, message.id, "")
+    elif fmt == "metadata":
+        wanted = {h.lower() for h in metadata_headers}
+        headers = [h for h in _headers(parsed) if not wanted or h["name"].lower() in wanted]
+        resource["payload"] = {"partId": "", "mimeType": parsed.get_content_type(), "filename": "", "headers": headers}
+    return resource
+
+
+# Errors and auth -------------------------------------------------------------------------------------
+class GmailApiError(Exception):
+    def __init__(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        super().__init__(status)
+        self.status, self.body, self.headers = status, body, headers or {}
+
+
+def _google_error(status: int, message: str, reason: str, google_status: str, domain: str = "global") -> GmailApiError:
+    return GmailApiError(
+        status,
+        {
+            "error": {
+                "code": status,
+                "message": message,
+                "errors": [{"message": message, "domain": domain, "reason": reason}],
+                "status": google_status,
+            }
+        },
+    )
+
+
+def _invalid_argument(message: str) -> GmailApiError:
+    return _google_error(400, message, "invalidArgument", "INVALID_ARGUMENT")
+
+
+def _not_found() -> GmailApiError:
+    return _google_error(404, "Requested entity was not found.", "notFound", "NOT_FOUND")
+
+
+UNAUTHORIZED_BODY = {
+    "error": {
+        "errors": [
+            {
+                "domain": "global",
+                "reason": "authError",
+                "message": "Invalid Credentials",
+                "locationType": "header",
+                "location": "Authorization",
+            }
+        ],
+        "code": 401,
+        "message": "Invalid Credentials",
+    }
+}
+
+
+@blueprint.errorhandler(GmailApiError)
+def gmail_error(error: GmailApiError) -> Response:
+    return json_response(error.body, error.status, error.headers)
+
+
+def _mailbox(user_id: str) -> Mailbox:
+    """The mailbox the request's Bearer token opens, checked against `user_id` ("me" or the address)."""
+    header = request.headers.get("Authorization", "")
+    token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+    st = sandbox_state()
+    address = token_address(st, token) if token else None
+    if address is None:
+        raise GmailApiError(401, UNAUTHORIZED_BODY, {"WWW-Authenticate": 'Bearer realm="https://accounts.google.com/"'})
+    if user_id != "me" and user_id.lower() != address:
+        raise _google_error(403, f"Delegation denied for {address}", "forbidden", "PERMISSION_DENIED")
+    return mailbox_ensure(st, address)
+
+
+def _int_arg(name: str, default: int, maximum: int) -> int:
+    value = request.args.get(name)
+    if value is None:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise _invalid_argument(f"Invalid value for {name}: {value}")
+    return min(int(value), maximum)
+
+
+def _page_token_decode(token: str) -> int:
+    try:
+        return int(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode())
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise _invalid_argument("Invalid pageToken") from exc
+
+
+def _page_token_encode(position: int) -> str:
+    return _b64(str(position).encode(), pad=False)
+
+
+# Routes ----------------------------------------------------------------------------------------------
+@blueprint.get("/gmail/v1/users/<user_id>/profile")
+def profile(user_id: str) -> Response:
+    mailbox = _mailbox(user_id)
+    with sandbox_state().lock:
+        return json_response(
+            {
+                "emailAddress": mailbox.address,
+                "messagesTotal": len(mailbox.messages),
+                "threadsTotal": len({m.thread_id for m in mailbox.messages.values()}),
+                "historyId": str(mailbox.history_id),
+            }
+        )
+
+
+@blueprint.get("/gmail/v1/users/<user_id>/history")
+def history_list(user_id: str) -> Response:
+    mailbox = _mailbox(user_id)
+    start_text = request.args.get("startHistoryId", "")
+    if not start_text.isdigit():
+        raise _invalid_argument("Missing/invalid parameter: startHistoryId")
+    start = int(start_text)
+    max_results = _int_arg("maxResults", 100, 500)
+    history_types = request.args.getlist("historyTypes")
+    label_id = request.args.get("labelId")
+    after = _page_token_decode(request.args["pageToken"]) if request.args.get("pageToken") else start
+    with sandbox_state().lock:
+        if start < mailbox.history_floor:
+            raise _not_found()
+        wanted = [
+            r
+            for r in mailbox.history
+            if r.id > after
+            and (not history_types or "messageAdded" in history_types)
+            and (not label_id or label_id in r.label_ids)
+        ]
+        page = wanted[:max_results]
+        answer: dict[str, Any] = {"historyId": str(mailbox.history_id)}
+    if page:
+        answer["history"] = [
+            {
+                "id": str(r.id),
+                "messages": [{"id": r.message_id, "threadId": r.thread_id}],
+                "messagesAdded": [{"message": {"id": r.message_id, "threadId": r.thread_id, "labelIds": r.label_ids}}],
+            }
+            for r in page
+        ]
+    if len(wanted) > max_results:
+        answer["nextPageToken"] = _page_token_encode(page[-1].id)
+    return json_response(answer)
+
+
+_QUERY_TERM = re.compile(r"^(after|before|newer_than|older_than):(\S+)$")
+
+
+def _query_bounds(q: str) -> tuple[int, int]:
+    """(after_ms, before_ms) for the supported search terms; any other term is refused."""
+    after_ms, before_ms = 0, 2**63
+    now = datetime.now(UTC)
+    for term in q.split():
+        match = _QUERY_TERM.match(term)
+        if not match:
+            raise _invalid_argument(
+                f"Invalid query: the sandbox supports only after:, before:, newer_than:, older_than: ({term})"
+            )
+        op, value = match.groups()
+        try:
+            if op in ("after", "before"):
+                when = (
+                    datetime.fromtimestamp(int(value), UTC)
+                    if value.isdigit()
+                    else datetime.strptime(value.replace("-", "/"), "%Y/%m/%d").replace(tzinfo=UTC)
+                )
+            else:
+                amount, unit = int(value[:-1]), value[-1]
+                when = now - timedelta(days=amount * {"d": 1, "m": 30, "y": 365}[unit])
+        except (ValueError, KeyError, OverflowError) as exc:
+            raise _invalid_argument(f"Invalid query: {term}") from exc
+        ms = int(when.timestamp() * 1000)
+        if op in ("after", "newer_than"):
+            after_ms = max(after_ms, ms)
+        else:
+            before_ms = min(before_ms, ms)
+    return after_ms, before_ms
+
+
+@blueprint.get("/gmail/v1/users/<user_id>/messages")
+def messages_list(user_id: str) -> Response:
+    mailbox = _mailbox(user_id)
+    label_ids = request.args.getlist("labelIds")
+    max_results = _int_arg("maxResults", 100, 500)
+    after_ms, before_ms = _query_bounds(request.args.get("q", ""))
+    include_spam_trash = request.args.get("includeSpamTrash", "false").lower() == "true"
+    offset = _page_token_decode(request.args["pageToken"]) if request.args.get("pageToken") else 0
+    with sandbox_state().lock:
+        matching = [
+            m
+            for m in mailbox.messages.values()
+            if all(label in m.label_ids for label in label_ids)
+            and after_ms < m.internal_date < before_ms
+            and (include_spam_trash or not {"SPAM", "TRASH"} & set(m.label_ids))
+        ]
+    matching.sort(key=lambda m: (m.internal_date, m.id), reverse=True)  # newest first, as Gmail lists
+    page = matching[offset : offset + max_results]
+    answer: dict[str, Any] = {"resultSizeEstimate": len(matching)}
+    if page:
+        answer["messages"] = [{"id": m.id, "threadId": m.thread_id} for m in page]
+    if offset + max_results < len(matching):
+        answer["nextPageToken"] = _page_token_encode(offset + max_results)
+    return json_response(answer)
+
+
+def _message(mailbox: Mailbox, message_id: str) -> StoredMessage:
+    with sandbox_state().lock:
+        message = mailbox.messages.get(message_id)
+    if message is None:
+        raise _not_found()
+    return message
+
+
+@blueprint.get("/gmail/v1/users/<user_id>/messages/<message_id>")
+def messages_get(user_id: str, message_id: str) -> Response:
+    mailbox = _mailbox(user_id)
+    fmt = request.args.get("format", "full")
+    if fmt not in ("minimal", "full", "raw", "metadata"):
+        raise _invalid_argument(f"Invalid value at 'format', \"{fmt}\"")
+    message = _message(mailbox, message_id)
+    return json_response(message_resource(message, fmt, request.args.getlist("metadataHeaders")))
+
+
+@blueprint.get("/gmail/v1/users/<user_id>/messages/<message_id>/attachments/<attachment_id>")
+def attachments_get(user_id: str, message_id: str, attachment_id: str) -> Response:
+    mailbox = _mailbox(user_id)
+    message = _message(mailbox, message_id)
+    if not attachment_id.startswith(_ATTACHMENT_PREFIX):
+        raise _invalid_argument("Invalid attachment token")
+    try:
+        owner, _, part_id = _b64_text(attachment_id[len(_ATTACHMENT_PREFIX) :]).partition("/")
+    except ValueError as exc:
+        raise _invalid_argument("Invalid attachment token") from exc
+    parsed = email.message_from_bytes(message.raw, policy=email.policy.default)
+    part = _find_part(parsed, part_id) if owner == message_id else None
+    if part is None or part.is_multipart():
+        raise _invalid_argument("Invalid attachment token")
+    data = _leaf_bytes(part)
+    return json_response({"attachmentId": attachment_id, "size": len(data), "data": _b64(data, pad=False)})
+
+
+def _b64_text(value: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise ValueError(value) from exc
+
+
+@blueprint.post("/gmail/v1/users/<user_id>/watch")
+def watch(user_id: str) -> Response:
+    mailbox = _mailbox(user_id)
+    body = request.get_json(silent=True) or {}
+    topic = body.get("topicName", "") if isinstance(body, dict) else ""
+    if not re.match(r"^projects/[^/]+/topics/[^/]+$", str(topic)):
+        raise _invalid_argument("Invalid topicName does not match projects/SOME-PROJECT/topics/SOME-TOPIC")
+    with sandbox_state().lock:
+        mailbox.watch_topic = str(topic)
+        history_id = mailbox.history_id
+    expiration = int((time.time() + 7 * 24 * 3600) * 1000)
+    return json_response({"historyId": str(history_id), "expiration": str(expiration)})
+
+
+@blueprint.post("/gmail/v1/users/<user_id>/stop")
+def stop(user_id: str) -> Response:
+    mailbox = _mailbox(user_id)
+    with sandbox_state().lock:
+        mailbox.watch_topic = None
+    return Response(status=204)
+
+
+# Batch -----------------------------------------------------------------------------------------------
+def _split_http(text: str) -> tuple[str, list[tuple[str, str]], str]:
+    """(request line, headers, body) of an HTTP message whose lines end in LF or CRLF."""
+    pieces = re.split(r"\r?\n\r?\n", text, maxsplit=1)
+    head, body = pieces[0], (pieces[1] if len(pieces) > 1 else "")
+    lines = head.splitlines()
+    headers = []
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers.append((name.strip(), value.strip()))
+    return (lines[0] if lines else ""), headers, body
+
+
+def _dispatch(method: str, target: str, headers: list[tuple[str, str]], body: str) -> TestResponse:
+    """Run one inner request through the whole app (hooks included) in a fresh context of its own."""
+    client = current_app.test_client()
+    environ = {"REMOTE_ADDR": request.remote_addr or "127.0.0.1"}
+    skip = {"host", "content-length"}
+    kept = [(k, v) for k, v in headers if k.lower() not in skip]
+    response: TestResponse = contextvars.Context().run(
+        client.open, target, method=method, headers=kept, data=body.encode(), environ_base=environ
+    )
+    return response
+
+
+@blueprint.post("/batch/gmail/v1")
+@blueprint.post("/batch")
+def batch() -> Response:
+    content_type = request.headers.get("Content-Type", "")
+    if not content_type.lower().startswith("multipart/mixed") or "boundary=" not in content_type:
+        raise _invalid_argument("Batch requests must be multipart/mixed with a boundary")
+    outer = BytesParser(policy=email.policy.compat32).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + request.get_data()
+    )
+    parts = outer.get_payload()
+    if not outer.is_multipart() or not isinstance(parts, list) or not parts:
+        raise _invalid_argument("The batch request has no parts")
+    if len(parts) > MAX_BATCH_PARTS:
+        raise _invalid_argument(f"Too many requests in batch: {len(parts)}; at most {MAX_BATCH_PARTS} are allowed")
+    outer_auth = request.headers.get("Authorization")
+    boundary = f"batch_{secrets.token_urlsafe(18)}"
+    chunks = []
+    for number, part in enumerate(parts, start=1):
+        payload = part.get_payload()
+        request_line, headers, body = _split_http(payload if isinstance(payload, str) else "")
+        pieces = request_line.split()
+        if len(pieces) < 2 or not pieces[1].startswith("/"):
+            raise _invalid_argument(f"Part {number} is not an HTTP request with a path")
+        if outer_auth and not any(k.lower() == "authorization" for k, _ in headers):
+            headers.append(("Authorization", outer_auth))
+        inner = _dispatch(pieces[0].upper(), pieces[1], headers, body)
+        content_id = str(part.get("Content-ID", f"<{number}>")).strip().strip("<>")
+        # The client splits each part's HTTP response on its first CRLF blank line (§A.7): keep one header.
+        inner_headers = (
+            "".join(f"{k}: {v}\r\n" for k, v in inner.headers.items() if k.lower() != "content-length")
+            or "Content-Type: text/plain\r\n"
+        )
+        chunks.append(
+            f"--{boundary}\r\nContent-Type: application/http\r\nContent-ID: <response-{content_id}>\r\n\r\n"
+            f"HTTP/1.1 {inner.status}\r\n{inner_headers}\r\n{inner.get_data(as_text=True)}\r\n"
+        )
+    body_text = "".join(chunks) + f"--{boundary}--\r\n"
+    return Response(body_text, status=200, content_type=f"multipart/mixed; boundary={boundary}")
+
+
+# Control routes --------------------------------------------------------------------------------------
+class MailboxIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=_ADDRESS.pattern)
+    history_id_start: int | None = Field(default=None, ge=1, le=2**53)
+
+
+class DeliveryIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=_ADDRESS.pattern)
+    raw: str | None = None
+    raw_base64: str | None = None
+    labels: list[str] | None = None
+    internal_date: datetime | None = None
+
+    @model_validator(mode="after")
+    def one_raw(self) -> DeliveryIn:
+        if (self.raw is None) == (self.raw_base64 is None):
+            raise ValueError("give exactly one of raw (RFC 822 text) or raw_base64")
+        if self.labels is not None and not all(label.strip() for label in self.labels):
+            raise ValueError("labels must be non-empty strings")
+        return self
+
+    def raw_bytes(self) -> bytes:
+        if self.raw is not None:
+            return self.raw.encode("utf-8")
+        value = (self.raw_base64 or "").strip().replace("-", "+").replace("_", "/")
+        try:
+            return base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+        except binascii.Error as exc:
+            raise ControlError("invalid_field", "raw_base64: not valid base64") from exc
+
+
+class AddressIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=_ADDRESS.pattern)
+
+
+def _existing(address: str) -> Mailbox:
+    mailbox = _mailboxes(sandbox_state()).get(address.lower())
+    if mailbox is None:
+        raise ControlError("unknown_mailbox", f"address: no Gmail mailbox {address}; create it first", 404)
+    return mailbox
+
+
+@control_route("/gmail/mailboxes", methods=["POST"])
+def control_create_mailbox() -> Response:
+    """Create a mailbox (201), or answer the existing one (200)."""
+    spec = parse_body(MailboxIn)
+    st = sandbox_state()
+    with st.lock:
+        existed = spec.address.lower() in _mailboxes(st)
+        mailbox = mailbox_ensure(st, spec.address, spec.history_id_start)
+        answer = {"address": mailbox.address, "historyId": str(mailbox.history_id)}
+    return json_response(answer, 200 if existed else 201)
+
+
+@control_route("/gmail/messages", methods=["POST"])
+def control_deliver() -> Response:
+    spec = parse_body(DeliveryIn)
+    _existing(spec.address)
+    raw = spec.raw_bytes()
+    headers = email.message_from_bytes(raw, policy=email.policy.compat32)
+    if not raw.strip() or not headers.keys():
+        raise ControlError("invalid_field", "raw: not an RFC 822 message (it has no header lines)")
+    stored = message_deliver(sandbox_state(), spec.address, raw, labels=spec.labels, internal_date=spec.internal_date)
+    return json_response({"id": stored.id, "threadId": stored.thread_id, "historyId": str(stored.history_id)}, 201)
+
+
+@control_route("/gmail/messages", methods=["GET"])
+def control_list_messages() -> Response:
+    address = request.args.get("address", "")
+    if not _ADDRESS.match(address):
+        raise ControlError("invalid_field", "address: a mailbox address is required (?address=...)")
+    mailbox = _existing(address)
+    with sandbox_state().lock:
+        messages = list(mailbox.messages.values())
+        history_id = mailbox.history_id
+    listed = []
+    for m in messages:
+        parsed = email.message_from_bytes(m.raw, policy=email.policy.default)
+        listed.append(
+            {
+                "id": m.id,
+                "threadId": m.thread_id,
+                "labelIds": m.label_ids,
+                "historyId": str(m.history_id),
+                "internalDate": str(m.internal_date),
+                "from": str(parsed.get("From", "")),
+                "subject": str(parsed.get("Subject", "")),
+            }
+        )
+    return json_response({"address": mailbox.address, "historyId": str(history_id), "messages": listed})
+
+
+@control_route("/gmail/expire-history", methods=["POST"])
+def control_expire_history() -> Response:
+    spec = parse_body(AddressIn)
+    _existing(spec.address)
+    floor = mailbox_expire_history(sandbox_state(), spec.address)
+    return json_response({"address": spec.address.lower(), "historyId": str(floor)})

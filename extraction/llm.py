@@ -1,0 +1,362 @@
+"""The only module that talks to Gemini.
+
+`GeminiClient.extract(emails)` sends one batch (at most ten emails, named email_1 … email_N in the prompt),
+asks for JSON in the shape of `prompt.ExtractionAnswer`, and checks the answer by code: the ids must be
+exactly the batch's, titles and task counts are bounded, dates must parse. Anything else raises an
+`LLMError`; the caller sees plain objects and these errors, never google-genai's types.
+
+Transient failures (429, 5xx, timeouts) are retried by google-genai itself (HttpRetryOptions); what is
+still failing after that raises `LLMUnavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, Literal
+
+import httpx2
+from django.conf import settings
+from google import genai
+from google.genai import errors, types
+from pydantic import ValidationError
+
+from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, build_prompt
+from integrations.providers.base import Email
+
+logger = logging.getLogger(__name__)
+
+Priority = Literal["low", "medium", "high"]
+
+RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
+# The REST version we speak, pinned: google-genai 3.x sends v1 by default where 1.x/2.x sent v1beta, so an
+# SDK upgrade would otherwise change the API we call. v1beta is the one Google's generateContent REST
+# reference uses, and where generationConfig fields such as responseSchema/responseJsonSchema land first.
+API_VERSION = "v1beta"
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_BLOCKING_FINISH_REASONS = {
+    types.FinishReason.SAFETY,
+    types.FinishReason.RECITATION,
+    types.FinishReason.BLOCKLIST,
+    types.FinishReason.PROHIBITED_CONTENT,
+    types.FinishReason.SPII,
+    types.FinishReason.IMAGE_SAFETY,
+    types.FinishReason.MODEL_ARMOR,
+}
+
+
+@dataclass(frozen=True)
+class LLMUsage:
+    prompt_tokens: int = 0
+    output_tokens: int = 0  # the answer's tokens plus any "thinking" tokens: both are billed as output
+
+
+# Errors -----------------------------------------------------------------------------------------------
+class LLMError(Exception):
+    """A Gemini call did not give usable tasks. `message` is written for the person reading the run record."""
+
+    code = "llm_error"
+    retryable = False
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        # Set by GeminiClient.extract: the requests made (retries included) and the tokens an answer cost.
+        self.calls = 0
+        self.usage = LLMUsage()
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class LLMUnavailable(LLMError):
+    """Gemini is rate limiting, failing or too slow, still after the client's retries. Try again later.
+
+    Codes: "rate_limited" (429), "unavailable" (5xx, connection), "timeout".
+    """
+
+    code = "unavailable"
+    retryable = True
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None) -> None:
+        super().__init__(message, code=code)
+        self.status = status
+
+
+class LLMRejected(LLMError):
+    """Gemini refused the request itself (a 4xx other than 408/429): the key, the model or the request is
+    wrong. Retrying the same request will not help. Code: "rejected"."""
+
+    code = "rejected"
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMBadOutput(LLMError):
+    """Gemini answered, but the answer cannot be trusted. The code names the reason:
+
+    "blocked", "truncated", "empty_answer", "not_json", "bad_shape", "unknown_id", "duplicate_id",
+    "missing_id", "too_many_tasks", "empty_title", "title_too_long", "bad_date".
+
+    Retryable: the model may answer differently next time, and splitting the batch isolates a poison email.
+    """
+
+    code = "bad_output"
+    retryable = True
+
+
+# Results ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExtractedTask:
+    title: str
+    due_date: date | None
+    priority: Priority
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """The validated answer for one batch. Every temporary id of the batch is a key of `tasks`."""
+
+    tasks: dict[str, list[ExtractedTask]]  # temporary id (email_1 …) -> its tasks, possibly none
+    emails: dict[str, Email]  # temporary id -> the email it stood for
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    calls: int = 1  # HTTP requests made, retries included
+    model: str = ""
+    prompt_version: str = PROMPT_VERSION
+
+    def by_message_id(self) -> dict[str, list[ExtractedTask]]:
+        """The tasks keyed by provider message id."""
+        return {self.emails[temp].message_id: tasks for temp, tasks in self.tasks.items()}
+
+
+# Client -----------------------------------------------------------------------------------------------
+class GeminiClient:
+    """Gemini configured from settings (GEMINI_*); keyword arguments override single settings."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+        timeout_s: float | None = None,
+        max_attempts: int | None = None,
+        retry_initial_delay_s: float | None = None,
+        max_body_chars: int | None = None,
+        max_tasks_per_email: int | None = None,
+        max_title_chars: int | None = None,
+    ) -> None:
+        self.model: str = model or settings.GEMINI_MODEL
+        self.max_body_chars: int = max_body_chars or settings.EXTRACTION_MAX_BODY_CHARS
+        self.max_tasks_per_email: int = max_tasks_per_email or settings.EXTRACTION_MAX_TASKS_PER_EMAIL
+        self.max_title_chars: int = max_title_chars or settings.EXTRACTION_MAX_TITLE_CHARS
+        self.max_attempts: int = max_attempts or settings.GEMINI_MAX_ATTEMPTS
+        timeout = timeout_s if timeout_s is not None else settings.GEMINI_TIMEOUT_S
+        initial_delay = (
+            retry_initial_delay_s if retry_initial_delay_s is not None else settings.GEMINI_RETRY_INITIAL_DELAY_S
+        )
+        self._attempts = threading.local()
+        self._client = genai.Client(
+            api_key=api_key or settings.GEMINI_API_KEY,
+            http_options=types.HttpOptions(
+                base_url=(base_url if base_url is not None else settings.GEMINI_BASE_URL) or None,
+                api_version=API_VERSION,
+                timeout=int(timeout * 1000),  # milliseconds
+                retry_options=types.HttpRetryOptions(
+                    attempts=self.max_attempts,
+                    initial_delay=initial_delay,
+                    # The SDK's default jitter is a flat 1 s; scaling it with the delay keeps production
+                    # identical (1 s) and lets a test setting of 0.01 s retry quickly.
+                    jitter=initial_delay,
+                    http_status_codes=list(RETRY_STATUS_CODES),
+                ),
+                client_args={"event_hooks": {"request": [self._count_attempt]}},
+            ),
+        )
+
+    def extract(self, emails: Sequence[Email]) -> LLMResult:
+        """The tasks each email of one batch (1 to 10 emails) asks of its reader, checked by code.
+
+        Raises LLMUnavailable, LLMRejected or LLMBadOutput; `error.calls` and `error.usage` say what the
+        failed attempt cost.
+        """
+        contents, mapping = build_prompt(emails, max_body_chars=self.max_body_chars)
+        self._attempts.count = 0
+        try:
+            return self._extract(contents, mapping)
+        except LLMError as error:
+            error.calls = self._attempts.count
+            raise
+
+    def _extract(self, contents: str, mapping: dict[str, Email]) -> LLMResult:
+        try:
+            response = self._client.models.generate_content(
+                model=self.model,
+                contents=contents,
+                config=types.GenerateContentConfig(
+                    system_instruction=SYSTEM_INSTRUCTION,
+                    response_mime_type="application/json",
+                    response_schema=ExtractionAnswer,
+                    temperature=0.0,
+                    # No tools are declared; this only silences the SDK's "AFC is enabled" log line.
+                    automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+                ),
+            )
+        except errors.APIError as exc:
+            raise _api_error(exc, attempts=self._attempts.count) from exc
+        except httpx2.TimeoutException as exc:
+            raise LLMUnavailable(
+                f"Gemini did not answer in time ({self._attempts.count} attempts). Extraction will try again later.",
+                code="timeout",
+            ) from exc
+        except httpx2.RequestError as exc:
+            raise LLMUnavailable(
+                f"Gemini could not be reached ({type(exc).__name__}, {self._attempts.count} attempts). "
+                "Extraction will try again later.",
+                code="unavailable",
+            ) from exc
+
+        calls = self._attempts.count
+        usage = _usage(response)
+        logger.info(
+            "gemini answered",
+            extra={"model": self.model, "emails": len(mapping), "calls": calls, "prompt_tokens": usage.prompt_tokens},
+        )
+        try:
+            tasks = self._validate(self._answer(response), mapping)
+        except LLMBadOutput as error:
+            error.usage = usage
+            raise
+        return LLMResult(tasks=tasks, emails=mapping, usage=usage, calls=calls, model=self.model)
+
+    # Validation -------------------------------------------------------------------------------------
+    @staticmethod
+    def _answer(response: types.GenerateContentResponse) -> ExtractionAnswer:
+        feedback = response.prompt_feedback
+        if feedback is not None and feedback.block_reason is not None:
+            raise LLMBadOutput(
+                f"Gemini refused to read this batch (blocked: {feedback.block_reason.value}).", code="blocked"
+            )
+        candidate = response.candidates[0] if response.candidates else None
+        if candidate is None:
+            raise LLMBadOutput("Gemini gave no answer.", code="empty_answer")
+        if candidate.finish_reason in _BLOCKING_FINISH_REASONS:
+            reason = candidate.finish_reason.value if candidate.finish_reason else "?"
+            raise LLMBadOutput(f"Gemini stopped its answer (blocked: {reason}).", code="blocked")
+        if candidate.finish_reason == types.FinishReason.MAX_TOKENS:
+            raise LLMBadOutput("Gemini's answer was cut off before it was complete.", code="truncated")
+        if isinstance(response.parsed, ExtractionAnswer):
+            return response.parsed
+        text = _text(candidate)
+        if not text:
+            raise LLMBadOutput("Gemini gave an empty answer.", code="empty_answer")
+        try:
+            data: Any = json.loads(text)
+        except ValueError as exc:
+            raise LLMBadOutput("Gemini's answer is not JSON.", code="not_json") from exc
+        try:
+            return ExtractionAnswer.model_validate(data)
+        except ValidationError as exc:
+            where = ", ".join(".".join(str(p) for p in e["loc"]) or "answer" for e in exc.errors()[:3])
+            raise LLMBadOutput(
+                f"Gemini's answer does not have the expected shape (at {where}).", code="bad_shape"
+            ) from exc
+
+    def _validate(self, answer: ExtractionAnswer, mapping: dict[str, Email]) -> dict[str, list[ExtractedTask]]:
+        tasks: dict[str, list[ExtractedTask]] = {}
+        for entry in answer.emails:
+            email_id = entry.email_id
+            if email_id not in mapping:
+                raise LLMBadOutput(
+                    f"Gemini's answer names an email that is not in the batch ({email_id[:40]!r}).", code="unknown_id"
+                )
+            if email_id in tasks:
+                raise LLMBadOutput(f"Gemini's answer lists {email_id} more than once.", code="duplicate_id")
+            if len(entry.tasks) > self.max_tasks_per_email:
+                raise LLMBadOutput(
+                    f"Gemini gave {len(entry.tasks)} tasks for {email_id}; at most {self.max_tasks_per_email} "
+                    "are accepted.",
+                    code="too_many_tasks",
+                )
+            tasks[email_id] = [self._task(email_id, task.title, task.due_date, task.priority) for task in entry.tasks]
+        missing = [email_id for email_id in mapping if email_id not in tasks]
+        if missing:
+            raise LLMBadOutput(f"Gemini's answer leaves out {', '.join(missing)}.", code="missing_id")
+        return tasks
+
+    def _task(self, email_id: str, title: str, due_date: str | None, priority: Priority | None) -> ExtractedTask:
+        title = " ".join(title.split())
+        if not title:
+            raise LLMBadOutput(f"Gemini gave a task without a title for {email_id}.", code="empty_title")
+        if len(title) > self.max_title_chars:
+            raise LLMBadOutput(
+                f"Gemini gave a {len(title)}-character title for {email_id}; at most {self.max_title_chars} "
+                "are accepted.",
+                code="title_too_long",
+            )
+        return ExtractedTask(title=title, due_date=_due_date(email_id, due_date), priority=priority or "medium")
+
+    def _count_attempt(self, _request: httpx2.Request) -> None:
+        self._attempts.count = getattr(self._attempts, "count", 0) + 1
+
+
+def _due_date(email_id: str, value: str | None) -> date | None:
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        if not _ISO_DAY.fullmatch(value):
+            raise ValueError(value)
+        return date.fromisoformat(value)
+    except ValueError:
+        raise LLMBadOutput(
+            f"Gemini gave a due date for {email_id} that is not a YYYY-MM-DD date ({value[:20]!r}).", code="bad_date"
+        ) from None
+
+
+def _text(candidate: types.Candidate) -> str:
+    if candidate.content is None or not candidate.content.parts:
+        return ""
+    return "".join(part.text for part in candidate.content.parts if isinstance(part.text, str) and not part.thought)
+
+
+def _usage(response: types.GenerateContentResponse) -> LLMUsage:
+    meta = response.usage_metadata
+    if meta is None:
+        return LLMUsage()
+    return LLMUsage(
+        prompt_tokens=meta.prompt_token_count or 0,
+        output_tokens=(meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0),
+    )
+
+
+def _api_error(exc: errors.APIError, *, attempts: int) -> LLMError:
+    status = exc.code
+    described = f"HTTP {status} {exc.status}" if exc.status else f"HTTP {status}"
+    if status == 429:
+        return LLMUnavailable(
+            f"Gemini is rate limiting us ({described}, still after {attempts} attempts). "
+            "Extraction will try again later.",
+            code="rate_limited",
+            status=status,
+        )
+    if status == 408 or status >= 500:
+        return LLMUnavailable(
+            f"Gemini is unavailable ({described}, after {attempts} attempts). Extraction will try again later.",
+            code="timeout" if status in (408, 504) else "unavailable",
+            status=status,
+        )
+    return LLMRejected(
+        f"Gemini refused the request ({described}): {(exc.message or '')[:200]} Check GEMINI_API_KEY and GEMINI_MODEL.",
+        status=status,
+    )

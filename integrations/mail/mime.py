@@ -1,0 +1,154 @@
+"""From a raw RFC 822 message or a Gmail `full` payload to what Tasklift reads: sender, subject, date, text.
+
+The body is the text/plain alternative when there is one, else the HTML one turned into text.
+Attachments are never read. Charsets and transfer encodings are undone by the stdlib `email` package.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email import message_from_bytes
+from email.message import EmailMessage, Message
+from email.policy import default as default_policy
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import html2text
+
+
+@dataclass(frozen=True)
+class MailText:
+    sender: str  # the From header, decoded: "Name <address>"
+    subject: str
+    date: datetime | None  # from the Date header, timezone-aware; None if missing or unreadable
+    body_text: str
+
+
+def decode_base64url(data: str) -> bytes:
+    """Gmail's base64url, with or without its padding (Gmail sends both)."""
+    cleaned = "".join(data.split())
+    try:
+        return base64.urlsafe_b64decode(cleaned + "=" * (-len(cleaned) % 4))
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def html_to_text(html: str) -> str:
+    """Readable text of an HTML email: links kept inline (not as footnotes), images and emphasis dropped."""
+    converter = html2text.HTML2Text()
+    converter.body_width = 0  # no hard wrapping; the reader decides
+    converter.ignore_images = True
+    converter.ignore_emphasis = True
+    converter.inline_links = True
+    converter.skip_internal_links = True
+    converter.unicode_snob = True
+    return str(converter.handle(html)).replace("\xa0", " ").strip()
+
+
+def _decode(data: bytes, charset: str | None) -> str:
+    try:
+        return data.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # an unknown charset name: UTF-8 is the likeliest truth
+        return data.decode("utf-8", errors="replace")
+
+
+def parse_date(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+# Raw RFC 822 -----------------------------------------------------------------------------------------
+def _part_text(part: Message) -> str:
+    if isinstance(part, EmailMessage):
+        try:
+            content = part.get_content()
+            if isinstance(content, str):
+                return content
+        except (LookupError, UnicodeError, AssertionError, KeyError):
+            pass
+    payload = part.get_payload(decode=True)
+    return _decode(payload if isinstance(payload, bytes) else b"", part.get_content_charset())
+
+
+def _header(message: Message, name: str) -> str:
+    try:
+        return str(message.get(name, "") or "").strip()
+    except Exception:  # a header the modern parser cannot decode: fall back to its raw text
+        return next((str(v) for k, v in message.raw_items() if k.lower() == name.lower()), "").strip()
+
+
+def parse_rfc822(raw: bytes) -> MailText:
+    message = message_from_bytes(raw, policy=default_policy)
+    body = ""
+    if isinstance(message, EmailMessage):
+        plain = message.get_body(preferencelist=("plain",))
+        html = None if plain is not None else message.get_body(preferencelist=("html",))
+        if plain is not None:
+            body = _part_text(plain)
+        elif html is not None:
+            body = html_to_text(_part_text(html))
+    return MailText(
+        sender=_header(message, "From"),
+        subject=_header(message, "Subject"),
+        date=parse_date(_header(message, "Date")),
+        body_text=body.strip(),
+    )
+
+
+# Gmail `full` payload --------------------------------------------------------------------------------
+def _payload_headers(part: dict[str, Any]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for header in part.get("headers") or []:
+        headers.setdefault(str(header.get("name", "")).lower(), str(header.get("value", "")))
+    return headers
+
+
+def _leaves(part: dict[str, Any]) -> list[dict[str, Any]]:
+    children = part.get("parts") or []
+    if not children:
+        return [part]
+    return [leaf for child in children for leaf in _leaves(child)]
+
+
+def _payload_leaf_text(part: dict[str, Any]) -> str:
+    content_type = Message()
+    content_type["Content-Type"] = _payload_headers(part).get("content-type", part.get("mimeType", "text/plain"))
+    data = decode_base64url(str((part.get("body") or {}).get("data", "")))
+    return _decode(data, content_type.get_content_charset())
+
+
+def parse_gmail_payload(payload: dict[str, Any]) -> MailText:
+    """Read a Gmail `Message.payload` of format=full (body parts carry base64url `data`)."""
+    headers = _payload_headers(payload)
+    candidates = [
+        leaf
+        for leaf in _leaves(payload)
+        if not leaf.get("filename")
+        and "attachment" not in _payload_headers(leaf).get("content-disposition", "").lower()
+        and (leaf.get("body") or {}).get("data")
+    ]
+    plain = next((p for p in candidates if p.get("mimeType") == "text/plain"), None)
+    html = next((p for p in candidates if p.get("mimeType") == "text/html"), None)
+    body = _payload_leaf_text(plain) if plain else html_to_text(_payload_leaf_text(html)) if html else ""
+    return MailText(
+        sender=_decode_header(headers.get("from", "")),
+        subject=_decode_header(headers.get("subject", "")),
+        date=parse_date(headers.get("date")),
+        body_text=body.strip(),
+    )
+
+
+def _decode_header(value: str) -> str:
+    """Gmail usually decodes RFC 2047 words itself; undo any it left."""
+    if "=?" not in value:
+        return value.strip()
+    message = message_from_bytes(f"X: {value}\n\n".encode(errors="replace"), policy=default_policy)
+    return _header(message, "X")

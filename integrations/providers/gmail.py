@@ -1,0 +1,280 @@
+"""Gmail through google-api-python-client: history for the delta, batched messages.get for the bodies.
+
+Everything Gmail-specific stays here: callers get `Delta`/`Email` and the typed errors of base.py.
+An instance holds one httplib2 connection, which is not thread-safe: use one provider per job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+from urllib.parse import quote
+
+import google_auth_httplib2
+import httplib2
+from django.conf import settings
+from google.auth.exceptions import RefreshError, TransportError
+from google.oauth2.credentials import Credentials
+from googleapiclient.discovery import build
+from googleapiclient.errors import HttpError
+from googleapiclient.http import BatchHttpRequest
+
+from integrations.mail.mime import parse_gmail_payload
+from integrations.providers.base import (
+    CursorExpired,
+    Delta,
+    Email,
+    ProviderAuthError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderUnavailable,
+)
+
+logger = logging.getLogger(__name__)
+
+_RATE_LIMIT_REASONS = {"rateLimitExceeded", "userRateLimitExceeded", "dailyLimitExceeded", "quotaExceeded"}
+# OSError covers timeouts and refused or reset connections.
+_TRANSPORT_ERRORS = (httplib2.HttpLib2Error, TransportError, OSError)
+
+
+def gmail_credentials(
+    *, access_token: str | None, refresh_token: str, expiry: datetime | None, scopes: list[str] | None = None
+) -> Credentials:
+    """Credentials from stored tokens, refreshed against settings.GOOGLE_TOKEN_URI.
+
+    Built directly: `Credentials.from_authorized_user_info` always resets token_uri to Google's.
+    `expiry` may be timezone-aware; google-auth wants naive UTC.
+    """
+    if expiry is not None and expiry.tzinfo is not None:
+        expiry = expiry.astimezone(UTC).replace(tzinfo=None)
+    return Credentials(  # type: ignore[no-untyped-call]
+        token=access_token,
+        refresh_token=refresh_token,
+        token_uri=settings.GOOGLE_TOKEN_URI,
+        client_id=settings.GOOGLE_CLIENT_ID,
+        client_secret=settings.GOOGLE_CLIENT_SECRET,
+        scopes=scopes or list(settings.GMAIL_SCOPES),
+        expiry=expiry,
+    )
+
+
+def _retry_after(error: HttpError) -> float | None:
+    value = error.resp.get("retry-after") if error.resp is not None else None
+    try:
+        return max(float(value), 0.0) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: rare from Google, and the caller's backoff will do
+
+
+def _reason(error: HttpError) -> str:
+    details = error.error_details
+    if isinstance(details, list) and details and isinstance(details[0], dict):
+        return str(details[0].get("reason", ""))
+    return ""
+
+
+def _translate(error: Exception) -> ProviderError:
+    """The typed error for whatever the client library raised."""
+    if isinstance(error, HttpError):
+        status = error.status_code
+        if status == 429 or (status == 403 and _reason(error) in _RATE_LIMIT_REASONS):
+            return ProviderRateLimited("Gmail asks us to slow down; syncing resumes shortly.", _retry_after(error))
+        if status in (401, 403):
+            return ProviderAuthError("Gmail no longer accepts Tasklift's access. Reconnect Gmail to continue.")
+        if status >= 500:
+            return ProviderUnavailable("Gmail is not answering right now; syncing will retry.")
+        return ProviderError(f"Gmail refused a request (HTTP {status}).")
+    if isinstance(error, RefreshError):
+        if error.retryable:
+            return ProviderUnavailable("Google's sign-in service is not answering right now; syncing will retry.")
+        return ProviderAuthError("Google revoked Tasklift's access to Gmail. Reconnect Gmail to continue.")
+    if isinstance(error, _TRANSPORT_ERRORS):
+        return ProviderUnavailable("Gmail could not be reached; syncing will retry.")
+    raise error
+
+
+class GmailProvider:
+    """A connected Gmail mailbox (MailProvider). `address` only makes web links open the right account."""
+
+    provider = "gmail"
+
+    def __init__(self, credentials: Credentials, *, address: str | None = None) -> None:
+        self._credentials = credentials
+        self._initial_token = credentials.token
+        self.address = address
+        http = google_auth_httplib2.AuthorizedHttp(
+            credentials, http=httplib2.Http(timeout=settings.GMAIL_HTTP_TIMEOUT_S)
+        )
+        self._service = build(
+            "gmail",
+            "v1",
+            http=http,
+            static_discovery=True,
+            cache_discovery=False,
+            client_options={"api_endpoint": settings.GMAIL_API_ENDPOINT},
+        )
+
+    # Credentials --------------------------------------------------------------------------------------
+    @property
+    def credentials(self) -> Credentials:
+        """The live credentials: after a refresh they hold the new access token and expiry (to re-save)."""
+        return self._credentials
+
+    @property
+    def credentials_refreshed(self) -> bool:
+        """Whether the access token changed since construction, so the caller should save it again."""
+        return bool(self._credentials.token) and self._credentials.token != self._initial_token
+
+    # MailProvider ------------------------------------------------------------------------------------
+    def current_cursor(self) -> str:
+        profile = self._execute(self._users().getProfile(userId="me"))
+        return str(profile["historyId"])
+
+    def account_address(self) -> str:
+        profile = self._execute(self._users().getProfile(userId="me"))
+        return str(profile["emailAddress"])
+
+    def fetch_delta(self, cursor: str) -> Delta:
+        """Every message added to INBOX after `cursor`, over all history pages. Saves nothing."""
+        message_ids: dict[str, None] = {}
+        new_cursor = cursor
+        page_token: str | None = None
+        while True:
+            request = (
+                self._users()
+                .history()
+                .list(
+                    userId="me",
+                    startHistoryId=cursor,
+                    historyTypes=["messageAdded"],
+                    labelId="INBOX",
+                    maxResults=500,
+                    pageToken=page_token,
+                )
+            )
+            try:
+                page = self._execute(request, reraise_http=True)
+            except HttpError as error:
+                if error.status_code in (400, 404):  # too old, or a cursor Gmail cannot read: resync
+                    raise CursorExpired("Gmail no longer has the history since the last sync.") from error
+                raise _translate(error) from error
+            for record in page.get("history", []):
+                for added in record.get("messagesAdded", []):
+                    message_id = added.get("message", {}).get("id")
+                    if message_id:
+                        message_ids.setdefault(str(message_id), None)
+            new_cursor = str(page.get("historyId", new_cursor))
+            page_token = page.get("nextPageToken")
+            if not page_token:
+                break
+        return Delta(message_ids=list(message_ids), new_cursor=new_cursor)
+
+    def fetch_emails(self, message_ids: list[str]) -> list[Email]:
+        """The messages in the order given (repeats dropped); one deleted meanwhile (404) is left out."""
+        wanted = list(dict.fromkeys(message_ids))
+        found: dict[str, Email] = {}
+        size = max(1, min(settings.GMAIL_BATCH_SIZE, 100))
+        for start in range(0, len(wanted), size):
+            found.update(self._fetch_batch(wanted[start : start + size]))
+        return [found[m] for m in wanted if m in found]
+
+    def backfill_message_ids(self, after: datetime, limit: int) -> list[str]:
+        """The newest `limit` inbox messages received after `after`, oldest first (the connect-time backfill)."""
+        ids: list[str] = []
+        page_token: str | None = None
+        while len(ids) < limit:
+            request = (
+                self._users()
+                .messages()
+                .list(
+                    userId="me",
+                    labelIds=["INBOX"],
+                    q=f"after:{int(after.timestamp())}",
+                    maxResults=min(limit - len(ids), 500),
+                    pageToken=page_token,
+                )
+            )
+            page = self._execute(request)
+            ids.extend(str(m["id"]) for m in page.get("messages", []))
+            page_token = page.get("nextPageToken")
+            if not page_token:
+                break
+        return list(reversed(ids[:limit]))
+
+    # Internals ----------------------------------------------------------------------------------------
+    def _users(self) -> Any:
+        return self._service.users()
+
+    def _execute(self, request: Any, *, reraise_http: bool = False) -> dict[str, Any]:
+        num_retries = settings.GMAIL_NUM_RETRIES
+        try:
+            result: dict[str, Any] = request.execute(num_retries=num_retries)
+        except HttpError as error:
+            if reraise_http:
+                raise
+            raise _translate(error) from error
+        except (RefreshError, *_TRANSPORT_ERRORS) as error:
+            raise _translate(error) from error
+        return result
+
+    def _fetch_batch(self, ids: list[str]) -> dict[str, Email]:
+        found: dict[str, Email] = {}
+        failures: list[HttpError] = []
+
+        def collect(message_id: str) -> Callable[[str, Any, HttpError | None], None]:
+            def callback(_request_id: str, response: Any, error: HttpError | None) -> None:
+                if error is None:
+                    found[message_id] = self._email(response)
+                elif error.status_code != 404:  # 404: deleted since the delta; leave it out
+                    failures.append(error)
+
+            return callback
+
+        batch = BatchHttpRequest(batch_uri=settings.GMAIL_BATCH_URI)
+        for message_id in ids:
+            batch.add(self._users().messages().get(userId="me", id=message_id, format="full"), collect(message_id))
+        try:
+            batch.execute()
+        except (HttpError, RefreshError, *_TRANSPORT_ERRORS) as error:
+            raise _translate(error) from error
+        if failures:
+            self._raise_worst(failures)
+        logger.debug("gmail batch fetched %d of %d messages", len(found), len(ids))
+        return found
+
+    @staticmethod
+    def _raise_worst(failures: list[HttpError]) -> NoReturn:
+        """Auth beats rate limiting beats the rest: it decides what the caller must do."""
+        errors = [_translate(f) for f in failures]
+        for kind in (ProviderAuthError, ProviderRateLimited, ProviderUnavailable):
+            chosen = [e for e in errors if isinstance(e, kind)]
+            if chosen:
+                if isinstance(chosen[0], ProviderRateLimited):
+                    waits = [e.retry_after for e in chosen if isinstance(e, ProviderRateLimited) and e.retry_after]
+                    raise ProviderRateLimited(chosen[0].message, max(waits) if waits else None)
+                raise chosen[0]
+        raise errors[0]
+
+    def _email(self, message: dict[str, Any]) -> Email:
+        text = parse_gmail_payload(message.get("payload") or {})
+        internal_ms = message.get("internalDate")
+        received_at = (
+            datetime.fromtimestamp(int(internal_ms) / 1000, UTC) if internal_ms else text.date or datetime.now(UTC)
+        )
+        return Email(
+            provider=self.provider,
+            message_id=str(message["id"]),
+            thread_id=str(message.get("threadId", message["id"])),
+            sender=text.sender,
+            subject=text.subject,
+            received_at=received_at,
+            body_text=text.body_text,
+            web_link=self.web_link(str(message["id"])),
+        )
+
+    def web_link(self, message_id: str) -> str:
+        if self.address:
+            return f"https://mail.google.com/mail/?authuser={quote(self.address)}#all/{message_id}"
+        return f"https://mail.google.com/mail/u/0/#all/{message_id}"

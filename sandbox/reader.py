@@ -1,0 +1,330 @@
+"""The sandbox's stand-in for Gemini's judgement: a small, deterministic reader of task prompts.
+
+It reads the `<email id="...">` blocks of a prompt and decides each email's tasks by the rules in
+sandbox/READER.md. The rules are deliberately simple so that demo mail can be written to produce known
+tasks, and so that a test can predict the answer exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+ECHO_JSON = "SANDBOX-ECHO-JSON:"
+ECHO_TEXT = "SANDBOX-ECHO-TEXT:"
+MAX_TASKS = 3
+MAX_TITLE_CHARS = 120
+
+_BLOCK = re.compile(r'<email\s+id="([^"]*)"\s*>\n?(.*?)</email>', re.DOTALL)
+_HEADER = re.compile(r"^(From|Subject|Date):[ \t]*(.*)$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+_NO_TASK_PHRASES = ("unsubscribe", "no action is required", "no action needed", "this is an automated", "do not reply")
+_NO_TASK_SUBJECT = ("receipt",)
+
+_ASK_PHRASES = (
+    "please",
+    "could you",
+    "can you",
+    "would you",
+    "kindly",
+    "action required",
+    "don't forget to",
+    "remember to",
+    "make sure",
+    "need you to",
+    "is due",
+    "due by",
+    "payment due",
+    "merci de",
+    "pourriez-vous",
+    "s'il vous plaît",
+    "s'il vous plait",
+    "por favor",
+    "podrías",
+    "podrias",
+    "bitte",
+)
+_NOT_ASK_PHRASES = ("no need to", "you don't need to", "you don't have to", "thanks for", "thank you for")
+_HIGH_PHRASES = ("urgent", "asap", "as soon as possible", "immediately", "action required", "overdue")
+_LOW_PHRASES = ("no rush", "when you get a chance", "whenever you can")
+
+_GREETING = re.compile(
+    r"^(?:hi|hello|hey|dear|good (?:morning|afternoon|evening)|bonjour|salut|hola|hallo|guten (?:morgen|tag))"
+    r"\b[^,.!?:;]{0,40}[,!:]\s*",
+    re.IGNORECASE,
+)
+_FILLERS = (
+    "please",
+    "could you",
+    "can you",
+    "would you",
+    "kindly",
+    "i need you to",
+    "we need you to",
+    "need you to",
+    "also",
+    "don't forget to",
+    "remember to",
+    "make sure to",
+    "make sure you",
+    "merci de",
+    "pourriez-vous",
+    "s'il vous plaît",
+    "s'il vous plait",
+    "por favor",
+    "podrías",
+    "podrias",
+    "bitte",
+)
+_LEADING_FILLER = re.compile(
+    r"^(?:" + "|".join(re.escape(f) for f in _FILLERS) + r")(?!\w)[\s,]*",
+    re.IGNORECASE,
+)
+_TRAILING_PLEASE = re.compile(r"[\s,]*(?:please|s'il vous plaît|s'il vous plait|por favor|bitte)\s*([.!?]*)$", re.I)
+_TRAILING_PUNCTUATION = " \t.,;:!?…"
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sept", "sep"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + ")"
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}})\b)?", re.I)
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b\.?(?:,?\s+(\d{{4}})\b)?", re.I)
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY = re.compile(r"\b(?:by|before|on|this|next)\s+(" + "|".join(_WEEKDAYS) + r")\b", re.I)
+_TOMORROW = re.compile(r"\btomorrow\b", re.I)
+_TODAY = re.compile(r"\b(?:today|tonight|end of (?:the )?day|eod)\b", re.I)
+_END_OF_WEEK = re.compile(r"\bend of (?:the )?week\b", re.I)
+
+
+@dataclass(frozen=True)
+class ReaderEmail:
+    email_id: str
+    sender: str
+    subject: str
+    sent_on: date | None  # the calendar day of the Date line, in its own offset
+    body: str
+
+
+@dataclass(frozen=True)
+class ReaderTask:
+    title: str
+    due_date: date | None
+    priority: str  # "low" | "medium" | "high"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "due_date": self.due_date.isoformat() if self.due_date else None,
+            "priority": self.priority,
+        }
+
+
+@dataclass(frozen=True)
+class ReaderAnswer:
+    """The reader's answer: tasks per email id, or (for tests) a text to send back verbatim."""
+
+    emails: list[tuple[str, list[ReaderTask]]]
+    echo: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"emails": [{"email_id": eid, "tasks": [t.as_dict() for t in tasks]} for eid, tasks in self.emails]}
+
+    def as_text(self) -> str:
+        if self.echo is not None:
+            return self.echo
+        if not self.emails:
+            return "I found no emails to read."
+        lines = []
+        for email_id, tasks in self.emails:
+            if not tasks:
+                lines.append(f"{email_id}: no tasks")
+            for task in tasks:
+                due = f", due {task.due_date.isoformat()}" if task.due_date else ""
+                lines.append(f"{email_id}: {task.title} ({task.priority} priority{due})")
+        return "\n".join(lines)
+
+
+def read_prompt(prompt: str) -> ReaderAnswer:
+    """Read every email block of `prompt` and decide its tasks."""
+    echo = find_echo(prompt)
+    if echo is not None:
+        return ReaderAnswer(emails=[], echo=echo)
+    return ReaderAnswer(emails=[(email.email_id, tasks_for(email)) for email in parse_emails(prompt)])
+
+
+def find_echo(prompt: str) -> str | None:
+    """The text after the first SANDBOX-ECHO-JSON: / SANDBOX-ECHO-TEXT: marker, if the prompt has one."""
+    found = [(prompt.find(marker), marker) for marker in (ECHO_JSON, ECHO_TEXT) if marker in prompt]
+    if not found:
+        return None
+    position, marker = min(found)
+    rest = prompt[position + len(marker) :]
+    if marker == ECHO_JSON:
+        stripped = rest.lstrip()
+        try:
+            _, end = json.JSONDecoder().raw_decode(stripped)
+        except json.JSONDecodeError:
+            pass
+        else:
+            return stripped[:end]
+    return rest.split("\n", 1)[0].strip()
+
+
+def parse_emails(prompt: str) -> list[ReaderEmail]:
+    emails = []
+    for match in _BLOCK.finditer(prompt):
+        headers: dict[str, str] = {}
+        lines = match.group(2).split("\n")
+        while lines and (header := _HEADER.match(lines[0])):
+            headers[header.group(1)] = header.group(2).strip()
+            lines.pop(0)
+        emails.append(
+            ReaderEmail(
+                email_id=match.group(1),
+                sender=headers.get("From", ""),
+                subject=headers.get("Subject", ""),
+                sent_on=_parse_date_line(headers.get("Date", "")),
+                body="\n".join(lines).strip(),
+            )
+        )
+    return emails
+
+
+def tasks_for(email: ReaderEmail) -> list[ReaderTask]:
+    """The tasks an email asks of its reader, by the rules in READER.md."""
+    lines = [line.strip() for line in _normalise(email.body).split("\n")]
+    lines = [line for line in lines if line and not line.startswith(">")]
+    subject = _normalise(email.subject)
+    everything = (subject + "\n" + "\n".join(lines)).lower()
+    if any(p in everything for p in _NO_TASK_PHRASES) or any(p in subject.lower() for p in _NO_TASK_SUBJECT):
+        return []
+    tasks: list[ReaderTask] = []
+    seen: set[str] = set()
+    for line in lines:
+        for sentence in _SENTENCE_END.split(line):
+            if not is_ask(sentence):
+                continue
+            title = make_title(sentence)
+            if not title or title.casefold() in seen:
+                continue
+            seen.add(title.casefold())
+            tasks.append(ReaderTask(title, find_due_date(sentence, email.sent_on), find_priority(sentence, subject)))
+            if len(tasks) == MAX_TASKS:
+                return tasks
+    return tasks
+
+
+def is_ask(sentence: str) -> bool:
+    text = _normalise(sentence)
+    return _has_any(text, _ASK_PHRASES) and not _has_any(text, _NOT_ASK_PHRASES)
+
+
+def make_title(sentence: str) -> str:
+    title = _normalise(sentence).strip()
+    title = _GREETING.sub("", title)
+    while (stripped := _LEADING_FILLER.sub("", title)) != title:
+        title = stripped
+    title = _TRAILING_PLEASE.sub(r"\1", title).strip(_TRAILING_PUNCTUATION)
+    if len(title) > MAX_TITLE_CHARS:
+        cut = title[: MAX_TITLE_CHARS + 1]
+        space = cut.rfind(" ")
+        title = (cut[:space] if space > 0 else cut[:MAX_TITLE_CHARS]).rstrip(_TRAILING_PUNCTUATION)
+    return title[:1].upper() + title[1:]
+
+
+def find_due_date(sentence: str, sent_on: date | None) -> date | None:
+    """The due date a sentence states, relative to the day the email was sent; None when it states none."""
+    if match := _ISO_DATE.search(sentence):
+        return _make_date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    month_day = _MONTH_DAY.search(sentence)
+    day_month = _DAY_MONTH.search(sentence)
+    if month_day or day_month:
+        if month_day and (not day_month or month_day.start() <= day_month.start()):
+            month, day, year = _MONTHS[month_day.group(1).lower()], int(month_day.group(2)), month_day.group(3)
+        else:
+            assert day_month is not None
+            day, month, year = int(day_month.group(1)), _MONTHS[day_month.group(2).lower()], day_month.group(3)
+        if year:
+            return _make_date(int(year), month, day)
+        if sent_on is None:
+            return None
+        candidate = _make_date(sent_on.year, month, day)
+        if candidate is not None and candidate < sent_on:
+            candidate = _make_date(sent_on.year + 1, month, day)
+        return candidate
+    if sent_on is None:
+        return None
+    if match := _WEEKDAY.search(sentence):
+        ahead = (_WEEKDAYS.index(match.group(1).lower()) - sent_on.weekday()) % 7 or 7
+        return sent_on + timedelta(days=ahead)
+    if _TOMORROW.search(sentence):
+        return sent_on + timedelta(days=1)
+    if _TODAY.search(sentence):
+        return sent_on
+    if _END_OF_WEEK.search(sentence):
+        return sent_on + timedelta(days=(4 - sent_on.weekday()) % 7)
+    return None
+
+
+def find_priority(sentence: str, subject: str) -> str:
+    text = _normalise(sentence + "\n" + subject)
+    if _has_any(text, _HIGH_PHRASES, whole_word=False):  # "urgent" also counts in "urgently"
+        return "high"
+    if _has_any(text, _LOW_PHRASES, whole_word=False):
+        return "low"
+    return "medium"
+
+
+def _has_any(text: str, phrases: tuple[str, ...], *, whole_word: bool = True) -> bool:
+    """Whether `text` has one of `phrases` as whole words (or, without whole_word, as a word's start)."""
+    lowered = text.lower()
+    end = r"(?!\w)" if whole_word else ""
+    return any(re.search(rf"(?<!\w){re.escape(p)}{end}", lowered) for p in phrases)
+
+
+def _normalise(text: str) -> str:
+    return text.replace("\u2019", "'").replace("\u2018", "'")
+
+
+def _make_date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _parse_date_line(value: str) -> date | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value).date()
+    except ValueError:
+        pass
+    try:
+        return parsedate_to_datetime(value).date()
+    except (TypeError, ValueError, IndexError):
+        return None
