@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 
-from accounts.models import User
+from accounts.models import AIConsent, User
 
 
 @admin.register(User)
@@ -17,3 +17,12 @@ class UserAdmin(DjangoUserAdmin[User]):
         ("Dates", {"fields": ("last_login", "date_joined")}),
     )
     add_fieldsets = ((None, {"classes": ("wide",), "fields": ("email", "password1", "password2")}),)
+
+
+@admin.register(AIConsent)
+class AIConsentAdmin(admin.ModelAdmin[AIConsent]):
+    list_display = ("user", "text_version", "granted_at", "revoked_at")
+    list_filter = ("text_version", ("revoked_at", admin.EmptyFieldListFilter))
+    search_fields = ("user__email",)
+    readonly_fields = ("user", "text_version", "granted_at")
+    list_select_related = ("user",)

@@ -48,3 +48,27 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     def __str__(self) -> str:
         return self.email
+
+
+class AIConsent(models.Model):
+    """A person's explicit consent to have their mail read by Gemini, for one version of the consent text.
+
+    Rows are never edited except to set `revoked_at`: the history of grants and revocations stays.
+    """
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="ai_consents")
+    text_version = models.CharField(max_length=20)
+    granted_at = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-granted_at",)
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user"], condition=models.Q(revoked_at__isnull=True), name="one_current_consent_per_user"
+            )
+        ]
+
+    def __str__(self) -> str:
+        state = f"revoked {self.revoked_at:%Y-%m-%d}" if self.revoked_at else "current"
+        return f"{self.user} v{self.text_version} ({state})"

@@ -47,3 +47,14 @@ def authentication_error(request: HttpRequest, exc: AuthenticationError) -> Http
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return api.create_response(request, error_body("http_error", str(exc)), status=exc.status_code)
+
+
+def _join_routers() -> None:
+    from extraction.api import router as extraction_router
+    from tasks.api import router as tasks_router
+
+    api.add_router("/", tasks_router)
+    api.add_router("/", extraction_router)
+
+
+_join_routers()

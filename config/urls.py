@@ -5,10 +5,22 @@ from django.urls import path
 from accounts import views as account_views
 from config.api import api
 from config.health import healthz
+from extraction import views as extraction_views
+from integrations import views as integration_views
 from tasks import views as task_views
 
 urlpatterns = [
     path("", task_views.home, name="home"),
+    path("tasks/list", task_views.task_list_partial, name="task_list_partial"),
+    path("tasks/add", task_views.task_add, name="task_add"),
+    path("tasks/<int:task_id>/status", task_views.task_status, name="task_status"),
+    path("extract", extraction_views.extract_now, name="extract_now"),
+    path("runs/<int:run_id>", extraction_views.run_status, name="run_status"),
+    path("consent/", account_views.consent, name="consent"),
+    path("mailboxes/", integration_views.mailboxes, name="mailboxes"),
+    path("mailboxes/<int:integration_id>/disconnect", integration_views.disconnect, name="mailbox_disconnect"),
+    path("integrations/google/connect", integration_views.google_connect, name="google_connect"),
+    path("integrations/google/callback", integration_views.google_callback, name="google_callback"),
     path("signup/", account_views.signup, name="signup"),
     path("login/", account_views.TaskliftLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -64,7 +64,7 @@ def test_home_requires_login(client: Client) -> None:
 def test_home_shows_an_empty_task_list(client: Client) -> None:
     client.force_login(UserFactory())
     response = client.get("/")
-    assert "No tasks yet" in response.content.decode()
+    assert "No open tasks" in response.content.decode()
 
 
 def test_home_says_which_services_are_simulated(client: Client) -> None:

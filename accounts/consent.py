@@ -1,0 +1,27 @@
+"""The AI consent text. Changing what is sent to Gemini means a new version, and everyone asked again."""
+
+CONSENT_VERSION = "1"
+
+CONSENT_TITLE = "Let Gemini read your new email to find your tasks"
+
+CONSENT_SENT = [
+    "the sender of each new email in the inboxes you connect",
+    "its subject line",
+    "the date it was received",
+    "a cleaned excerpt of its text: quoted earlier replies and signatures removed, at most a few thousand characters",
+]
+
+CONSENT_NOT_SENT = [
+    "attachments, images and files",
+    "other mail: sent mail, drafts, archive, spam and other folders",
+    "the email addresses of other recipients",
+    "your mailbox passwords or sign-in tokens",
+    "your mailbox's internal message identifiers",
+]
+
+CONSENT_TERMS = [
+    "Emails are sent to Google's Gemini API in batches of up to ten, only while this consent is in force.",
+    "You can revoke consent at any time. Revoking stops any run in progress before its next batch, and no "
+    "email is sent to Gemini afterwards.",
+    "Tasks already created stay in your list until you dismiss or delete them.",
+]

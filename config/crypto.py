@@ -1,0 +1,47 @@
+"""Encryption of secrets at rest (OAuth tokens, MSAL caches) with Fernet keys from the environment.
+
+`settings.ENCRYPTION_KEYS` holds several keys, newest first: everything is encrypted with the first and
+decrypted with any, so a key is rotated by putting a new one in front and re-encrypting.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+
+
+class SecretUnreadable(Exception):
+    """Stored secret cannot be decrypted with any configured key (a key was removed too early)."""
+
+
+@cache
+def _fernet(keys: tuple[str, ...]) -> MultiFernet:
+    return MultiFernet([Fernet(key.encode()) for key in keys])
+
+
+def _current() -> MultiFernet:
+    return _fernet(tuple(settings.ENCRYPTION_KEYS))
+
+
+def encrypt_json(value: dict[str, Any]) -> str:
+    return _current().encrypt(json.dumps(value, separators=(",", ":")).encode()).decode()
+
+
+def decrypt_json(token: str) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(_current().decrypt(token.encode()))
+    except InvalidToken:
+        raise SecretUnreadable("A stored secret cannot be decrypted with the configured keys.") from None
+    return data
+
+
+def reencrypt(token: str) -> str:
+    """The same secret under the newest key."""
+    try:
+        return _current().rotate(token.encode()).decode()
+    except InvalidToken:
+        raise SecretUnreadable("A stored secret cannot be decrypted with the configured keys.") from None

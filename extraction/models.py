@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from config.models import TimeStampedModel
+
+
+class ExtractionLease(models.Model):
+    """One per user: who may run extraction now. `token` only grows, so a runner that lost its lease
+    (expired, taken over) can tell, and can never commit a cursor."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True)
+    token = models.BigIntegerField(default=0)
+    run = models.ForeignKey("ExtractionRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"lease {self.user_id} #{self.token}"
+
+
+class ExtractionRun(TimeStampedModel):
+    """One extraction run: the record a person reads of what was fetched, sent, created, and why it failed."""
+
+    class Trigger(models.TextChoices):
+        MANUAL = "manual", "Extract now"
+        API = "api", "API"
+        SCHEDULE = "schedule", "Schedule"
+        WEBHOOK = "webhook", "Webhook"
+        ADMIN = "admin", "Admin"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        SKIPPED = "skipped", "Skipped"
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.SKIPPED)
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="extraction_runs")
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    lease_token = models.BigIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    emails_fetched = models.PositiveIntegerField(default=0)
+    emails_already_done = models.PositiveIntegerField(default=0)
+    emails_sent_to_llm = models.PositiveIntegerField(default=0)
+    tasks_created = models.PositiveIntegerField(default=0)
+    emails_quarantined = models.PositiveIntegerField(default=0)
+    llm_calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    # {integration id: {"provider", "address", "before", "after", "status", "error_code", "error"}}
+    mailboxes = models.JSONField(default=dict, blank=True)
+    # Answers from the LLM that were rejected by validation: [{"batch", "code", "message"}]
+    rejections = models.JSONField(default=list, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    error_message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        indexes = [models.Index(fields=["user", "-created_at"]), models.Index(fields=["status"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} {self.status}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+
+class ProcessedEmail(TimeStampedModel):
+    """The ledger: an email in it has been handled and is never sent to the LLM again."""
+
+    class Outcome(models.TextChoices):
+        TASKS = "tasks", "Tasks created"
+        NO_TASKS = "no_tasks", "No tasks"
+        QUARANTINED = "quarantined", "Quarantined"
+
+    integration = models.ForeignKey("integrations.Integration", on_delete=models.CASCADE, related_name="ledger")
+    message_id = models.CharField(max_length=512)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    tasks_created = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=1)
+    last_error = models.TextField(blank=True)
+    run = models.ForeignKey(ExtractionRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="ledger")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["integration", "message_id"], name="ledger_once_per_email")]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} {self.outcome}"

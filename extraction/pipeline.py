@@ -1,0 +1,401 @@
+"""One extraction run (DESIGN §5): fetch without saving, read in batches of ten, write idempotently, and
+only then move every cursor, in one transaction.
+
+The order is the product's promise: a cursor is saved only after every email before it is in the ledger
+(DESIGN §1). A failure anywhere before the final commit leaves every cursor where it was, and the next
+run fetches the same mail again and skips what the ledger already holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from accounts.selectors import consent_is_current
+from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMResult
+from extraction.models import ExtractionRun, ProcessedEmail
+from extraction.services import (
+    LedgerEntry,
+    lease_acquire,
+    lease_holds,
+    lease_release,
+    lease_renew,
+    ledger_known,
+    ledger_record,
+)
+from integrations.models import Integration, SyncCursor
+from integrations.providers.base import CursorExpired, Email, MailProvider, ProviderError
+from integrations.services import (
+    integration_mark_failed,
+    integration_provider,
+    integration_save_refreshed_credentials,
+)
+from tasks.services import EmailTaskRow, task_insert_from_emails
+
+logger = logging.getLogger(__name__)
+
+
+class LeaseBusy(Exception):
+    """Another run of this person holds the lease; try again later."""
+
+
+class RunStopped(Exception):
+    """The run cannot go on; it ends with `status` and a message a person can read."""
+
+    def __init__(self, status: str, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass
+class Mailbox:
+    """One integration during a run: its client, the cursor it started from and the one it would move to."""
+
+    integration: Integration
+    provider: MailProvider
+    cursor: SyncCursor
+    new_cursor: str = ""
+    pending_ids: list[str] = field(default_factory=list)
+    failed: ProviderError | None = None
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "provider": self.integration.provider,
+            "address": self.integration.account_address,
+            "before": self.cursor.value,
+            "after": None,
+            "status": "failed" if self.failed else "ok",
+            "error_code": self.failed.code if self.failed else "",
+            "error": self.failed.message if self.failed else "",
+        }
+
+
+@dataclass(frozen=True)
+class SourcedEmail:
+    mailbox: Mailbox
+    email: Email
+
+
+@dataclass(frozen=True)
+class BatchStat:
+    emails: int
+    tasks: int
+    queries: int
+
+
+class ExtractionPipeline:
+    """Runs one ExtractionRun to its end. Call `execute()` once."""
+
+    def __init__(self, run: ExtractionRun, *, llm: GeminiClient | None = None) -> None:
+        self.run = run
+        self.llm = llm or GeminiClient()
+        self.token: int | None = None
+        self.mailboxes: list[Mailbox] = []
+        self.batch_stats: list[BatchStat] = []
+
+    # The run ------------------------------------------------------------------------------------
+    def execute(self) -> ExtractionRun:
+        token = lease_acquire(run=self.run)
+        if token is None:
+            raise LeaseBusy(f"user {self.run.user_id} has a run in progress")
+        self.token = token
+        self._update(status=ExtractionRun.Status.RUNNING, lease_token=token, started_at=timezone.now())
+        try:
+            self._check_consent()
+            self._open_mailboxes()
+            for batch in self._batches():
+                self._process_batch(batch)
+            self._commit()
+        except RunStopped as stop:
+            self._finish(stop.status, stop.code, stop.message)
+        except Exception:
+            logger.exception("extraction run %s crashed", self.run.pk)
+            self._finish(
+                ExtractionRun.Status.FAILED,
+                "internal_error",
+                "The run stopped on an unexpected error. No mailbox position was moved; the next run retries.",
+            )
+        finally:
+            lease_release(user_id=self.run.user_id, token=token)
+        self.run.refresh_from_db()
+        return self.run
+
+    def _check_consent(self) -> None:
+        if not consent_is_current(user_id=self.run.user_id):
+            raise RunStopped(
+                ExtractionRun.Status.SKIPPED,
+                "no_consent",
+                "Skipped: AI reading is not allowed. Give consent to let Tasklift read new mail.",
+            )
+
+    # Fetch --------------------------------------------------------------------------------------
+    def _open_mailboxes(self) -> None:
+        integrations = Integration.objects.filter(user_id=self.run.user_id, status=Integration.Status.ACTIVE)
+        cursors = {
+            c.integration_id: c
+            for c in SyncCursor.objects.filter(integration__in=integrations, purpose=SyncCursor.Purpose.TASK_EXTRACTION)
+        }
+        for integration in integrations:
+            cursor = cursors.get(integration.pk)
+            if cursor is None:
+                continue
+            try:
+                provider = integration_provider(integration=integration)
+            except ProviderError as error:
+                integration_mark_failed(integration=integration, error=error)
+                continue
+            mailbox = Mailbox(integration=integration, provider=provider, cursor=cursor)
+            self.mailboxes.append(mailbox)
+            self._fetch_delta(mailbox)
+        self._update(mailboxes={str(m.integration.pk): m.report() for m in self.mailboxes})
+        if not self.mailboxes:
+            raise RunStopped(
+                ExtractionRun.Status.SKIPPED, "no_mailbox", "Skipped: no connected mailbox to read. Connect Gmail."
+            )
+        if all(m.failed for m in self.mailboxes):
+            first = self.mailboxes[0].failed
+            assert first is not None
+            raise RunStopped(ExtractionRun.Status.FAILED, first.code, self._left_out_message())
+
+    def _fetch_delta(self, mailbox: Mailbox) -> None:
+        try:
+            delta = mailbox.provider.fetch_delta(mailbox.cursor.value)
+        except CursorExpired as error:
+            # Never jump ahead blindly: the run fails and the cursor stays until a resync is built.
+            raise RunStopped(
+                ExtractionRun.Status.FAILED,
+                error.code,
+                f"{mailbox.integration}: the saved mailbox position has expired, so new mail cannot be listed "
+                "safely. Nothing was skipped; the mailbox needs a resync.",
+            ) from error
+        except ProviderError as error:
+            self._leave_out(mailbox, error)
+            return
+        candidates = list(dict.fromkeys([*mailbox.integration.backfill_pending, *delta.message_ids]))
+        known = ledger_known(integration_id=mailbox.integration.pk, message_ids=candidates)
+        mailbox.new_cursor = delta.new_cursor
+        mailbox.pending_ids = [i for i in candidates if i not in known]
+        ExtractionRun.objects.filter(pk=self.run.pk).update(
+            emails_fetched=F("emails_fetched") + len(candidates),
+            emails_already_done=F("emails_already_done") + len(known),
+        )
+
+    def _leave_out(self, mailbox: Mailbox, error: ProviderError) -> None:
+        mailbox.failed = error
+        integration_mark_failed(integration=mailbox.integration, error=error)
+        logger.warning("extraction run %s left out integration %s: %s", self.run.pk, mailbox.integration.pk, error.code)
+
+    def _emails(self) -> Iterator[SourcedEmail]:
+        """Every pending email of every mailbox, bodies fetched in provider batches as they are needed."""
+        chunk = settings.GMAIL_BATCH_SIZE
+        for mailbox in self.mailboxes:
+            ids = mailbox.pending_ids
+            for start in range(0, len(ids), chunk):
+                if mailbox.failed:
+                    break
+                wanted = ids[start : start + chunk]
+                try:
+                    emails = mailbox.provider.fetch_emails(wanted)
+                except ProviderError as error:
+                    self._leave_out(mailbox, error)
+                    break
+                gone = set(wanted) - {e.message_id for e in emails}
+                if gone:  # deleted between listing and reading: nothing left to do for them
+                    ledger_record(
+                        entries=[
+                            LedgerEntry(mailbox.integration.pk, i, ProcessedEmail.Outcome.NO_TASKS, 0, "deleted")
+                            for i in gone
+                        ],
+                        run_id=self.run.pk,
+                    )
+                for email in emails:
+                    yield SourcedEmail(mailbox, email)
+
+    def _batches(self) -> Iterator[list[SourcedEmail]]:
+        batch: list[SourcedEmail] = []
+        for item in self._emails():
+            batch.append(item)
+            if len(batch) == settings.EXTRACTION_BATCH_SIZE:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    # One batch ----------------------------------------------------------------------------------
+    def _process_batch(self, batch: list[SourcedEmail]) -> None:
+        counter = _QueryCounter()
+        with connection.execute_wrapper(counter):
+            self._guard_batch()
+            result = self._read(batch)
+            tasks = self._write(batch, result)
+        self.batch_stats.append(BatchStat(emails=len(batch), tasks=tasks, queries=counter.count))
+
+    def _guard_batch(self) -> None:
+        """Before each batch: the lease is still ours, and consent still stands (a revoke stops the run)."""
+        assert self.token is not None
+        if not lease_renew(user_id=self.run.user_id, token=self.token):
+            raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", "Stopped: another run of yours took over.")
+        if not consent_is_current(user_id=self.run.user_id):
+            raise RunStopped(
+                ExtractionRun.Status.CANCELLED,
+                "consent_revoked",
+                "Stopped: AI consent was revoked during the run. Nothing more was sent to Gemini.",
+            )
+
+    def _read(self, batch: list[SourcedEmail]) -> LLMResult:
+        attempts = settings.EXTRACTION_BAD_OUTPUT_ATTEMPTS
+        for attempt in range(1, attempts + 1):
+            try:
+                result = self.llm.extract([item.email for item in batch])
+            except LLMBadOutput as error:
+                self._count_llm(calls=1)
+                self._reject(error, batch)
+                if attempt == attempts:
+                    raise RunStopped(
+                        ExtractionRun.Status.FAILED,
+                        f"llm_{error.code}",
+                        f"Gemini's answer was rejected ({error.message}). Nothing from it was written; "
+                        "no mailbox position moved.",
+                    ) from error
+                continue
+            except LLMError as error:
+                self._count_llm(calls=1)
+                raise RunStopped(
+                    ExtractionRun.Status.FAILED,
+                    f"llm_{error.code}",
+                    f"Gemini could not be reached ({error.message}). Tasks from earlier batches are kept; "
+                    "no mailbox position moved, and the next run picks up the rest.",
+                ) from error
+            self._count_llm(calls=result.calls, prompt=result.usage.prompt_tokens, output=result.usage.output_tokens)
+            return result
+        raise AssertionError("unreachable")
+
+    def _write(self, batch: list[SourcedEmail], result: LLMResult) -> int:
+        """The batch's tasks and ledger rows in one transaction: both or neither."""
+        by_id = result.by_message_id()
+        rows: list[EmailTaskRow] = []
+        entries: list[LedgerEntry] = []
+        for item in batch:
+            email, integration = item.email, item.mailbox.integration
+            found = by_id.get(email.message_id, [])
+            rows.extend(
+                EmailTaskRow(
+                    user_id=self.run.user_id,
+                    integration_id=integration.pk,
+                    message_id=email.message_id,
+                    title=task.title,
+                    due_date=task.due_date,
+                    priority=task.priority or "",
+                    email_link=email.web_link,
+                    email_sender=email.sender,
+                    email_subject=email.subject,
+                    email_received_at=email.received_at,
+                    run_id=self.run.pk,
+                )
+                for task in found
+            )
+            outcome = ProcessedEmail.Outcome.TASKS if found else ProcessedEmail.Outcome.NO_TASKS
+            entries.append(LedgerEntry(integration.pk, email.message_id, outcome, len(found)))
+        with transaction.atomic():
+            created = task_insert_from_emails(rows=rows)
+            ledger_record(entries=entries, run_id=self.run.pk)
+            ExtractionRun.objects.filter(pk=self.run.pk).update(
+                emails_sent_to_llm=F("emails_sent_to_llm") + len(batch),
+                tasks_created=F("tasks_created") + created,
+                updated_at=timezone.now(),
+            )
+        return created
+
+    # Commit -------------------------------------------------------------------------------------
+    def _commit(self) -> None:
+        """Move every cursor that may move, in one transaction, each a compare-and-swap, or none."""
+        assert self.token is not None
+        now = timezone.now()
+        reports = {str(m.integration.pk): m.report() for m in self.mailboxes}
+        with transaction.atomic():
+            if not lease_holds(user_id=self.run.user_id, token=self.token):
+                raise RunStopped(
+                    ExtractionRun.Status.CANCELLED, "lease_lost", "Stopped: another run of yours took over."
+                )
+            for mailbox in self.mailboxes:
+                if mailbox.failed:
+                    continue
+                moved = SyncCursor.objects.filter(pk=mailbox.cursor.pk, value=mailbox.cursor.value).update(
+                    value=mailbox.new_cursor, updated_at=now
+                )
+                if moved != 1:
+                    transaction.set_rollback(True)
+                    raise RunStopped(
+                        ExtractionRun.Status.FAILED,
+                        "cursor_conflict",
+                        f"{mailbox.integration}: the mailbox position changed during the run; nothing was moved.",
+                    )
+                Integration.objects.filter(pk=mailbox.integration.pk).update(
+                    backfill_pending=[], last_success_at=now, failure_count=0, last_error_code="", last_error=""
+                )
+                reports[str(mailbox.integration.pk)]["after"] = mailbox.new_cursor
+            left_out = [m for m in self.mailboxes if m.failed]
+            ExtractionRun.objects.filter(pk=self.run.pk).update(
+                status=ExtractionRun.Status.SUCCEEDED,
+                finished_at=now,
+                mailboxes=reports,
+                error_code="partial" if left_out else "",
+                error_message=self._left_out_message() if left_out else "",
+                updated_at=now,
+            )
+        for mailbox in self.mailboxes:
+            integration_save_refreshed_credentials(integration=mailbox.integration, provider=mailbox.provider)
+
+    # Record keeping -----------------------------------------------------------------------------
+    def _left_out_message(self) -> str:
+        return " ".join(
+            f"{m.integration} was left out: {m.failed.message}" for m in self.mailboxes if m.failed is not None
+        )
+
+    def _reject(self, error: LLMBadOutput, batch: list[SourcedEmail]) -> None:
+        self.run.refresh_from_db(fields=["rejections"])
+        rejections = [*self.run.rejections, {"emails": len(batch), "code": error.code, "message": error.message}]
+        self._update(rejections=rejections)
+
+    def _count_llm(self, *, calls: int, prompt: int = 0, output: int = 0) -> None:
+        ExtractionRun.objects.filter(pk=self.run.pk).update(
+            llm_calls=F("llm_calls") + calls,
+            prompt_tokens=F("prompt_tokens") + prompt,
+            output_tokens=F("output_tokens") + output,
+        )
+
+    def _update(self, **fields: Any) -> None:
+        ExtractionRun.objects.filter(pk=self.run.pk).update(updated_at=timezone.now(), **fields)
+        for name, value in fields.items():
+            setattr(self.run, name, value)
+
+    def _finish(self, status: str, code: str, message: str) -> None:
+        reports = {str(m.integration.pk): m.report() for m in self.mailboxes}
+        self._update(
+            status=status, error_code=code, error_message=message, finished_at=timezone.now(), mailboxes=reports
+        )
+        for mailbox in self.mailboxes:
+            integration_save_refreshed_credentials(integration=mailbox.integration, provider=mailbox.provider)
+
+
+class _QueryCounter:
+    """Counts the SQL statements run inside a batch (for the benchmark and the batch statistics)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.count += 1
+        return execute(sql, params, many, context)
+
+
+def extraction_run_execute(*, run: ExtractionRun, llm: GeminiClient | None = None) -> ExtractionRun:
+    """Run `run` now, in this process. Raises LeaseBusy while another run of the person holds the lease."""
+    return ExtractionPipeline(run, llm=llm).execute()

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from config.models import TimeStampedModel
+
+
+class Integration(TimeStampedModel):
+    """A connected mailbox. Its credentials are encrypted at rest and never shown."""
+
+    class Provider(models.TextChoices):
+        GMAIL = "gmail", "Gmail"
+        OUTLOOK = "outlook", "Outlook"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        NEEDS_REAUTH = "needs_reauth", "Needs reconnecting"
+        DISCONNECTED = "disconnected", "Disconnected"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="integrations")
+    provider = models.CharField(max_length=16, choices=Provider.choices)
+    account_address = models.EmailField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    credentials_encrypted = models.TextField(blank=True, editable=False)
+    # Message ids listed once at connect time (recent inbox mail), handled by the next run and cleared in
+    # the same transaction that commits the cursor.
+    backfill_pending = models.JSONField(default=list, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    failure_count = models.PositiveIntegerField(default=0)
+    retry_after = models.DateTimeField(null=True, blank=True)
+    last_error_code = models.CharField(max_length=64, blank=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "provider", "account_address"], name="one_integration_per_mailbox")
+        ]
+        ordering = ("provider", "account_address")
+
+    def __str__(self) -> str:
+        return f"{self.get_provider_display()} {self.account_address}"
+
+
+class SyncCursor(models.Model):
+    """Where incremental sync of one mailbox stands, for one purpose. A cursor is a promise: every email
+    before it has been durably handled (DESIGN §1)."""
+
+    class Purpose(models.TextChoices):
+        TASK_EXTRACTION = "task_extraction", "Task extraction"
+
+    integration = models.ForeignKey(Integration, on_delete=models.CASCADE, related_name="cursors")
+    purpose = models.CharField(max_length=32, choices=Purpose.choices, default=Purpose.TASK_EXTRACTION)
+    value = models.TextField()  # Gmail historyId or Graph delta link
+    filter_hash = models.CharField(max_length=64)  # the query the cursor belongs to
+    generation = models.PositiveIntegerField(default=1)  # bumped on every full resync
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["integration", "purpose"], name="one_cursor_per_purpose")]
+
+    def __str__(self) -> str:
+        return f"{self.integration} {self.purpose} gen {self.generation}"

@@ -1,0 +1,148 @@
+"""Writes of the integrations app: connecting, disconnecting and keeping mailbox credentials."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from google.oauth2.credentials import Credentials
+
+from accounts.models import User
+from config.crypto import decrypt_json, encrypt_json
+from integrations.models import Integration, SyncCursor
+from integrations.oauth.google import google_revoke
+from integrations.providers.base import MailProvider, ProviderError
+from integrations.providers.gmail import GmailProvider
+
+logger = logging.getLogger(__name__)
+
+# The query a Gmail cursor belongs to: history of messages added to INBOX, API v1. A cursor saved for
+# another query must not be reused for this one.
+GMAIL_FILTER = "gmail:v1:history:messageAdded:INBOX"
+
+
+def filter_hash(description: str) -> str:
+    return hashlib.sha256(description.encode()).hexdigest()[:16]
+
+
+# Credentials --------------------------------------------------------------------------------------
+
+
+def gmail_credentials_dump(credentials: Credentials) -> dict[str, Any]:
+    expiry = credentials.expiry
+    return {
+        "token": credentials.token,
+        "refresh_token": credentials.refresh_token,
+        "expiry": expiry.replace(tzinfo=UTC).isoformat() if expiry else None,
+        "scopes": list(credentials.scopes or settings.GMAIL_SCOPES),
+    }
+
+
+def gmail_credentials_load(data: dict[str, Any]) -> Credentials:
+    # Built directly: Credentials.from_authorized_user_info would replace token_uri with Google's.
+    expiry = data.get("expiry")
+    return Credentials(  # type: ignore[no-untyped-call]
+        token=data.get("token"),
+        refresh_token=data.get("refresh_token"),
+        token_uri=settings.GOOGLE_TOKEN_URI,
+        client_id=settings.GOOGLE_CLIENT_ID,
+        client_secret=settings.GOOGLE_CLIENT_SECRET,
+        scopes=data.get("scopes") or settings.GMAIL_SCOPES,
+        # google-auth compares expiry with a naive UTC "now"
+        expiry=datetime.fromisoformat(expiry).astimezone(UTC).replace(tzinfo=None) if expiry else None,
+    )
+
+
+def integration_credentials(*, integration: Integration) -> dict[str, Any]:
+    return decrypt_json(integration.credentials_encrypted) if integration.credentials_encrypted else {}
+
+
+def integration_provider(*, integration: Integration) -> MailProvider:
+    """A ready client for the mailbox, from its decrypted credentials."""
+    if integration.provider == Integration.Provider.GMAIL:
+        return GmailProvider(
+            gmail_credentials_load(integration_credentials(integration=integration)),
+            address=integration.account_address,
+        )
+    raise ProviderError(f"{integration.get_provider_display()} is not supported yet.")
+
+
+def integration_save_refreshed_credentials(*, integration: Integration, provider: MailProvider) -> None:
+    """Store the provider's credentials again if a refresh changed them."""
+    if isinstance(provider, GmailProvider) and provider.credentials_refreshed:
+        integration.credentials_encrypted = encrypt_json(gmail_credentials_dump(provider.credentials))
+        integration.save(update_fields=["credentials_encrypted", "updated_at"])
+
+
+# Connect and disconnect ---------------------------------------------------------------------------
+
+
+def gmail_connect(*, user: User, credentials: Credentials) -> Integration:
+    """Store a newly authorised Gmail mailbox, start its cursor at "now", and list recent inbox mail
+    (the backfill) for the next run."""
+    provider = GmailProvider(credentials)
+    address = provider.account_address()
+    history_id = provider.current_cursor()
+    backfill: list[str] = []
+    if settings.GMAIL_BACKFILL_DAYS and settings.GMAIL_BACKFILL_MAX_MESSAGES:
+        since = timezone.now() - timedelta(days=settings.GMAIL_BACKFILL_DAYS)
+        backfill = provider.backfill_message_ids(after=since, limit=settings.GMAIL_BACKFILL_MAX_MESSAGES)
+    with transaction.atomic():
+        integration, created = Integration.objects.select_for_update().get_or_create(
+            user=user, provider=Integration.Provider.GMAIL, account_address=address.lower()
+        )
+        integration.credentials_encrypted = encrypt_json(gmail_credentials_dump(provider.credentials))
+        integration.status = Integration.Status.ACTIVE
+        integration.last_error_code = ""
+        integration.last_error = ""
+        integration.failure_count = 0
+        cursor = SyncCursor.objects.filter(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).first()
+        if cursor is None:
+            # A new mailbox (or one reconnected after a disconnect): start at "now" plus the backfill.
+            SyncCursor.objects.create(
+                integration=integration,
+                purpose=SyncCursor.Purpose.TASK_EXTRACTION,
+                value=history_id,
+                filter_hash=filter_hash(GMAIL_FILTER),
+            )
+            integration.backfill_pending = backfill
+        # A reconnect with a cursor in place keeps it: the mail since it is still owed to the person.
+        integration.save()
+    logger.info("gmail connected integration=%s created=%s backfill=%d", integration.pk, created, len(backfill))
+    return integration
+
+
+def integration_disconnect(*, integration: Integration) -> None:
+    """Revoke the token at the provider, then forget the credentials and the cursor."""
+    if integration.provider == Integration.Provider.GMAIL and integration.credentials_encrypted:
+        data = integration_credentials(integration=integration)
+        if not google_revoke(data.get("refresh_token") or data.get("token") or ""):
+            logger.warning("gmail token revoke failed integration=%s; credentials deleted anyway", integration.pk)
+    with transaction.atomic():
+        SyncCursor.objects.filter(integration=integration).delete()
+        integration.credentials_encrypted = ""
+        integration.backfill_pending = []
+        integration.status = Integration.Status.DISCONNECTED
+        integration.save(update_fields=["credentials_encrypted", "backfill_pending", "status", "updated_at"])
+
+
+def integration_mark_failed(*, integration: Integration, error: ProviderError) -> None:
+    """Record a failed fetch; refused credentials mean the person must reconnect."""
+    from integrations.providers.base import ProviderAuthError, ProviderRateLimited
+
+    integration.failure_count += 1
+    integration.last_error_code = error.code
+    integration.last_error = error.message
+    fields = ["failure_count", "last_error_code", "last_error", "updated_at"]
+    if isinstance(error, ProviderAuthError):
+        integration.status = Integration.Status.NEEDS_REAUTH
+        fields.append("status")
+    if isinstance(error, ProviderRateLimited) and error.retry_after:
+        integration.retry_after = timezone.now() + timedelta(seconds=error.retry_after)
+        fields.append("retry_after")
+    integration.save(update_fields=fields)

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.models import User
+from config.errors import ApplicationError
+from integrations.oauth.google import GoogleOAuthFlow
+from integrations.providers.base import ProviderError
+from integrations.selectors import integration_get, integration_list
+from integrations.services import gmail_connect, integration_disconnect
+
+
+def _user(request: HttpRequest) -> User:
+    assert isinstance(request.user, User)
+    return request.user
+
+
+@login_required
+@require_GET
+def mailboxes(request: HttpRequest) -> HttpResponse:
+    return render(request, "integrations/mailboxes.html", {"integrations": integration_list(user=_user(request))})
+
+
+@login_required
+@require_POST
+def google_connect(request: HttpRequest) -> HttpResponse:
+    url = GoogleOAuthFlow(request.session).get_authorization_url(login_hint=request.POST.get("login_hint", ""))
+    return redirect(url)
+
+
+@login_required
+@require_GET
+def google_callback(request: HttpRequest) -> HttpResponse:
+    try:
+        credentials = GoogleOAuthFlow(request.session).get_credentials(params=request.GET.dict())
+        integration = gmail_connect(user=_user(request), credentials=credentials)
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return redirect("mailboxes")
+    except ProviderError as error:
+        messages.error(request, f"Gmail was authorised but could not be read: {error.message}")
+        return redirect("mailboxes")
+    messages.success(request, f"Gmail {integration.account_address} is connected.")
+    return redirect("mailboxes")
+
+
+@login_required
+@require_POST
+def disconnect(request: HttpRequest, integration_id: int) -> HttpResponse:
+    try:
+        integration = integration_get(user=_user(request), integration_id=integration_id)
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return redirect("mailboxes")
+    integration_disconnect(integration=integration)
+    messages.success(request, f"{integration} is disconnected and Tasklift's access to it was revoked.")
+    return redirect("mailboxes")

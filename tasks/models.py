@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from config.models import TimeStampedModel
+
+
+class Task(TimeStampedModel):
+    """A to-do item. Unique on (user, source, source id, title key), enforced by the database, so an
+    email handled twice never yields a task twice. Dismissed tasks stay as rows so they never come back."""
+
+    class Source(models.TextChoices):
+        EMAIL_AI = "email_ai", "From email"
+        MANUAL = "manual", "Added by hand"
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        DONE = "done", "Done"
+        DISMISSED = "dismissed", "Dismissed"
+
+    class Priority(models.TextChoices):
+        LOW = "low", "Low"
+        MEDIUM = "medium", "Medium"
+        HIGH = "high", "High"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tasks")
+    source = models.CharField(max_length=16, choices=Source.choices)
+    source_id = models.CharField(max_length=512)  # provider message id, or a generated id by hand
+    integration = models.ForeignKey(
+        "integrations.Integration", on_delete=models.SET_NULL, null=True, blank=True, related_name="tasks"
+    )
+    title = models.CharField(max_length=300)
+    title_key = models.CharField(max_length=300)
+    notes = models.TextField(blank=True)
+    due_date = models.DateField(null=True, blank=True)
+    priority = models.CharField(max_length=8, choices=Priority.choices, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    email_link = models.URLField(max_length=1000, blank=True)
+    email_sender = models.CharField(max_length=500, blank=True)
+    email_subject = models.CharField(max_length=1000, blank=True)
+    email_received_at = models.DateTimeField(null=True, blank=True)
+    run = models.ForeignKey(
+        "extraction.ExtractionRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="tasks"
+    )
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "source", "source_id", "title_key"], name="task_once_per_email_title"
+            )
+        ]
+        indexes = [models.Index(fields=["user", "status", "-created_at"])]
+
+    def __str__(self) -> str:
+        return self.title
