@@ -17,7 +17,7 @@ from config.crypto import decrypt_json, encrypt_json
 from integrations.models import Integration, SyncCursor
 from integrations.oauth.google import google_revoke
 from integrations.providers.base import MailProvider, ProviderError
-from integrations.providers.gmail import GmailProvider
+from integrations.providers.gmail import GmailProvider, gmail_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -44,17 +44,12 @@ def gmail_credentials_dump(credentials: Credentials) -> dict[str, Any]:
 
 
 def gmail_credentials_load(data: dict[str, Any]) -> Credentials:
-    # Built directly: Credentials.from_authorized_user_info would replace token_uri with Google's.
     expiry = data.get("expiry")
-    return Credentials(  # type: ignore[no-untyped-call]
-        token=data.get("token"),
-        refresh_token=data.get("refresh_token"),
-        token_uri=settings.GOOGLE_TOKEN_URI,
-        client_id=settings.GOOGLE_CLIENT_ID,
-        client_secret=settings.GOOGLE_CLIENT_SECRET,
-        scopes=data.get("scopes") or settings.GMAIL_SCOPES,
-        # google-auth compares expiry with a naive UTC "now"
-        expiry=datetime.fromisoformat(expiry).astimezone(UTC).replace(tzinfo=None) if expiry else None,
+    return gmail_credentials(
+        access_token=data.get("token"),
+        refresh_token=data.get("refresh_token") or "",
+        expiry=datetime.fromisoformat(expiry) if expiry else None,
+        scopes=data.get("scopes"),
     )
 
 

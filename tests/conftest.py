@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import urlsplit
 
 import pytest
@@ -10,6 +12,11 @@ from django.conf import settings
 
 from accounts.models import User
 from accounts.services import consent_grant
+from extraction.models import ExtractionRun
+from extraction.pipeline import extraction_run_execute
+from integrations.models import Integration, SyncCursor
+from integrations.providers.gmail import gmail_credentials
+from integrations.services import gmail_connect
 from sandbox.client import SandboxClient
 from sandbox.server import SandboxServer
 from tests.factories import UserFactory
@@ -62,3 +69,48 @@ def user(db: None) -> User:
 def consenting_user(user: User) -> User:
     consent_grant(user=user)
     return user
+
+
+@dataclass
+class GmailBox:
+    """A sandbox Gmail mailbox connected to a Tasklift user."""
+
+    sandbox: SandboxClient
+    address: str
+    integration: Integration
+
+    def deliver(self, raw: str) -> str:
+        return str(self.sandbox.deliver(self.address, raw)["id"])
+
+    @property
+    def cursor(self) -> str:
+        return SyncCursor.objects.get(integration=self.integration).value
+
+    def history_id(self) -> str:
+        return str(self.sandbox.call("GET", "/gmail/messages", params={"address": self.address})["historyId"])
+
+
+def connect_gmail(sandbox: SandboxClient, user: User, address: str) -> GmailBox:
+    sandbox.create_mailbox(address)
+    tokens = sandbox.issue_token(address)
+    credentials = gmail_credentials(
+        access_token=tokens["access_token"],
+        refresh_token=tokens["refresh_token"],
+        expiry=datetime.fromisoformat(tokens["expiry"]),
+    )
+    integration = gmail_connect(user=user, credentials=credentials)
+    return GmailBox(sandbox=sandbox, address=address, integration=integration)
+
+
+@pytest.fixture
+def gmail(sandbox: SandboxClient, consenting_user: User) -> GmailBox:
+    """An empty Gmail mailbox of a consenting user, connected; the sandbox request log starts empty."""
+    box = connect_gmail(sandbox, consenting_user, "person@example.com")
+    sandbox.clear_requests()
+    return box
+
+
+def run_extraction(user: User) -> ExtractionRun:
+    """One run, synchronously, through the same code the Celery job calls."""
+    run = ExtractionRun.objects.create(user=user, trigger=ExtractionRun.Trigger.ADMIN)
+    return extraction_run_execute(run=run)

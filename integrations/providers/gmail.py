@@ -234,7 +234,9 @@ class GmailProvider:
 
         batch = BatchHttpRequest(batch_uri=settings.GMAIL_BATCH_URI)
         for message_id in ids:
-            batch.add(self._users().messages().get(userId="me", id=message_id, format="full"), collect(message_id))
+            batch.add(
+                self._users().messages().get(userId="me", id=message_id, format="full"), callback=collect(message_id)
+            )
         try:
             batch.execute()
         except (HttpError, RefreshError, *_TRANSPORT_ERRORS) as error:

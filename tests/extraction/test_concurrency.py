@@ -1,0 +1,135 @@
+"""Leases, races and revocations: these need real transactions (TransactionTestCase semantics)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from accounts.models import User
+from accounts.services import consent_revoke
+from extraction.jobs import extraction_run_job
+from extraction.models import ExtractionLease, ExtractionRun, ProcessedEmail
+from extraction.services import lease_acquire, lease_release, lease_renew
+from sandbox.client import SandboxClient
+from tasks.models import Task
+from tests.conftest import GmailBox, run_extraction
+from tests.mail import ask
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def gemini_posts(sandbox: SandboxClient) -> int:
+    return sum(1 for r in sandbox.requests("gemini") if r["method"] == "POST")
+
+
+def in_thread(target, *args) -> tuple[threading.Thread, list]:  # type: ignore[no-untyped-def]
+    results: list = []
+
+    def body() -> None:
+        try:
+            results.append(target(*args))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread, results
+
+
+def wait_until(condition, timeout: float = 10) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def test_one_lease_per_user_and_the_token_only_grows(consenting_user: User) -> None:
+    first = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
+    second = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
+    token = lease_acquire(run=first)
+    assert token == 1
+    assert lease_acquire(run=second) is None
+    assert lease_acquire(run=first) == 2  # the same run taking its lease over (its worker died)
+    assert not lease_renew(user_id=consenting_user.pk, token=1)
+    lease_release(user_id=consenting_user.pk, token=2)
+    assert lease_acquire(run=second) == 3
+
+
+def test_an_expired_lease_can_be_taken_by_another_run(consenting_user: User) -> None:
+    first = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
+    second = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
+    lease_acquire(run=first)
+    ExtractionLease.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert lease_acquire(run=second) == 2
+
+
+def test_revoking_consent_stops_the_run_before_its_next_batch(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(25):
+        gmail.deliver(ask(n))
+    before = gmail.cursor
+    sandbox.set_gemini_latency(700)
+
+    thread, results = in_thread(run_extraction, consenting_user)
+    wait_until(lambda: gemini_posts(sandbox) == 1)
+    consent_revoke(user=consenting_user)
+    thread.join(timeout=30)
+
+    run = results[0]
+    assert run.status == ExtractionRun.Status.CANCELLED
+    assert run.error_code == "consent_revoked"
+    assert gemini_posts(sandbox) == 1
+    assert gmail.cursor == before
+    assert Task.objects.count() == 10  # the batch in flight when consent was revoked is kept
+
+
+def test_a_stale_runner_cannot_commit_and_no_task_is_duplicated(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(25):
+        gmail.deliver(ask(n))
+    sandbox.set_gemini_latency(500)
+
+    stale_thread, stale_results = in_thread(run_extraction, consenting_user)
+    wait_until(lambda: gemini_posts(sandbox) == 1)
+    ExtractionLease.objects.update(expires_at=timezone.now() - timedelta(seconds=1))  # as if it hung
+    fresh = run_extraction(consenting_user)
+    stale_thread.join(timeout=30)
+    stale = stale_results[0]
+
+    assert fresh.status == ExtractionRun.Status.SUCCEEDED
+    assert stale.status == ExtractionRun.Status.CANCELLED
+    assert stale.error_code == "lease_lost"
+    assert Task.objects.count() == 25
+    assert ProcessedEmail.objects.count() == 25
+    assert gmail.cursor == gmail.history_id()
+
+
+def test_a_redelivered_job_of_a_dead_worker_finishes_the_run(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(3):
+        gmail.deliver(ask(n))
+    run = ExtractionRun.objects.create(user=consenting_user, trigger="manual", status="running")
+    lease_acquire(run=run)  # the worker that took the job died holding the lease
+
+    extraction_run_job.apply(args=[run.pk])
+
+    run.refresh_from_db()
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.count() == 3
+
+
+def test_a_finished_run_is_not_run_again_by_a_duplicate_message(gmail: GmailBox, consenting_user: User) -> None:
+    gmail.deliver(ask(1))
+    run = run_extraction(consenting_user)
+    Task.objects.all().delete()
+    extraction_run_job.apply(args=[run.pk])
+    assert Task.objects.count() == 0

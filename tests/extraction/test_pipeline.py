@@ -1,0 +1,313 @@
+"""The extraction run's promises (DESIGN §1, §5, §7), through the sandbox, on real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accounts.models import User
+from accounts.services import consent_revoke
+from extraction.models import ExtractionRun, ProcessedEmail
+from integrations.models import SyncCursor
+from sandbox.client import SandboxClient
+from tasks.models import Task
+from tests.conftest import GmailBox, run_extraction
+from tests.mail import ask, no_ask, rfc822
+
+pytestmark = pytest.mark.django_db
+
+
+def gemini_calls(sandbox: SandboxClient) -> list[dict]:
+    return [r for r in sandbox.requests("gemini") if r["method"] == "POST"]
+
+
+def prompt_of(call: dict) -> str:
+    return "".join(part["text"] for part in json.loads(call["body"])["contents"][0]["parts"])
+
+
+def emails_in(call: dict) -> int:
+    return prompt_of(call).count('<email id="email_')
+
+
+def test_25_new_emails_make_3_gemini_calls_and_move_the_cursor(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    ids = [gmail.deliver(ask(n)) for n in range(25)]
+    new_history_id = gmail.history_id()
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert [emails_in(c) for c in gemini_calls(sandbox)] == [10, 10, 5]
+    titles = set(Task.objects.filter(user=consenting_user).values_list("title", flat=True))
+    assert titles == {f"Send the report for project {n} by Friday" for n in range(25)}
+    assert gmail.cursor == new_history_id
+    assert set(ProcessedEmail.objects.values_list("message_id", flat=True)) == set(ids)
+    assert (run.emails_fetched, run.emails_sent_to_llm, run.tasks_created, run.llm_calls) == (25, 25, 25, 3)
+    assert run.prompt_tokens > 0 and run.output_tokens > 0
+    assert run.mailboxes[str(gmail.integration.pk)]["after"] == new_history_id
+
+
+def test_tasks_keep_the_link_sender_subject_and_due_date(gmail: GmailBox, consenting_user: User) -> None:
+    message_id = gmail.deliver(rfc822("Budget", "Could you urgently review the budget by 2026-12-04?"))
+    run_extraction(consenting_user)
+    task = Task.objects.get(user=consenting_user)
+    assert task.source_id == message_id
+    assert message_id in task.email_link and task.email_link.startswith("https://mail.google.com/")
+    assert task.email_sender == "Alex Colleague <alex@example.com>"
+    assert task.email_subject == "Budget"
+    assert str(task.due_date) == "2026-12-04"
+    assert task.priority == "high"
+    assert task.email_received_at is not None
+
+
+def test_gemini_failing_on_the_second_batch_keeps_the_cursor_and_the_first_batch(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(25):
+        gmail.deliver(ask(n))
+    before = gmail.cursor
+    sandbox.fault("gemini", 503, times=None, match="project 10 ")  # project 10 is the first email of batch 2
+
+    failed = run_extraction(consenting_user)
+
+    assert failed.status == ExtractionRun.Status.FAILED
+    assert failed.error_code == "llm_unavailable"
+    assert "no mailbox position moved" in failed.error_message
+    assert gmail.cursor == before
+    assert Task.objects.filter(user=consenting_user).count() == 10
+    assert ProcessedEmail.objects.count() == 10
+
+    sandbox.clear_faults()
+    sandbox.clear_requests()
+    retried = run_extraction(consenting_user)
+
+    assert retried.status == ExtractionRun.Status.SUCCEEDED
+    assert [emails_in(c) for c in gemini_calls(sandbox)] == [10, 5]
+    assert (retried.emails_fetched, retried.emails_already_done, retried.emails_sent_to_llm) == (25, 10, 15)
+    assert Task.objects.filter(user=consenting_user).count() == 25
+    assert gmail.cursor == gmail.history_id()
+
+
+def test_retries_of_a_transient_gemini_error_are_counted_on_the_run(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail.deliver(ask(1))
+    sandbox.fault("gemini", 503, times=2)
+    run = run_extraction(consenting_user)
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert len(gemini_calls(sandbox)) == 3
+    assert run.llm_calls == 3
+
+
+def test_the_same_delta_processed_twice_creates_no_new_task(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(12):
+        gmail.deliver(ask(n))
+    before = gmail.cursor
+    run_extraction(consenting_user)
+    assert Task.objects.count() == 12
+
+    # As if the run had died after writing its tasks but before committing anything else.
+    SyncCursor.objects.filter(integration=gmail.integration).update(value=before)
+    ProcessedEmail.objects.all().delete()
+    sandbox.clear_requests()
+    again = run_extraction(consenting_user)
+
+    assert again.status == ExtractionRun.Status.SUCCEEDED
+    assert again.emails_sent_to_llm == 12
+    assert again.tasks_created == 0
+    assert Task.objects.count() == 12
+
+
+def test_mail_already_in_the_ledger_is_never_sent_again(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(3):
+        gmail.deliver(ask(n))
+    before = gmail.cursor
+    run_extraction(consenting_user)
+    SyncCursor.objects.filter(integration=gmail.integration).update(value=before)
+    sandbox.clear_requests()
+
+    again = run_extraction(consenting_user)
+
+    assert gemini_calls(sandbox) == []
+    assert (again.emails_fetched, again.emails_already_done, again.emails_sent_to_llm) == (3, 3, 0)
+    assert gmail.cursor == gmail.history_id()
+
+
+def test_without_consent_the_run_is_skipped_before_any_request(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail.deliver(ask(1))
+    before = gmail.cursor
+    consent_revoke(user=consenting_user)
+    sandbox.clear_requests()
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SKIPPED
+    assert run.error_code == "no_consent"
+    assert sandbox.requests("gmail") == []
+    assert sandbox.requests("gemini") == []
+    assert gmail.cursor == before
+
+
+def test_no_provider_message_id_appears_in_a_gemini_request(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    ids = [gmail.deliver(ask(n)) for n in range(12)]
+    thread_ids = [m["threadId"] for m in sandbox.mailbox_messages(gmail.address)]
+    run_extraction(consenting_user)
+    bodies = [c["body"] for c in gemini_calls(sandbox)]
+    assert len(bodies) == 2
+    for body in bodies:
+        for provider_id in ids + thread_ids:
+            assert provider_id not in body
+        assert '<email id="email_1">' in prompt_of({"body": body})
+
+
+def test_no_new_mail_means_no_gemini_call_and_a_successful_run(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    run = run_extraction(consenting_user)
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert gemini_calls(sandbox) == []
+
+
+def test_emails_without_asks_are_recorded_as_handled(gmail: GmailBox, consenting_user: User) -> None:
+    gmail.deliver(no_ask(1))
+    gmail.deliver(ask(2))
+    run_extraction(consenting_user)
+    outcomes = dict(ProcessedEmail.objects.values_list("outcome", "tasks_created"))
+    assert outcomes == {"no_tasks": 0, "tasks": 1}
+
+
+BAD_ANSWERS = {
+    "unknown_id": {"emails": [{"email_id": "email_1", "tasks": []}, {"email_id": "email_7", "tasks": []}]},
+    "duplicate_id": {"emails": [{"email_id": "email_1", "tasks": []}, {"email_id": "email_1", "tasks": []}]},
+    "too_many_tasks": {
+        "emails": [
+            {
+                "email_id": "email_1",
+                "tasks": [{"title": f"Task {i}", "due_date": None, "priority": "low"} for i in range(50)],
+            }
+        ]
+    },
+    "title_too_long": {
+        "emails": [{"email_id": "email_1", "tasks": [{"title": "x" * 5000, "due_date": None, "priority": None}]}]
+    },
+}
+
+
+@pytest.mark.parametrize("code", [*BAD_ANSWERS, "not_json"])
+def test_a_bad_gemini_answer_is_rejected_and_nothing_is_written(
+    code: str, gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    settings.EXTRACTION_MAX_BODY_CHARS = 20_000  # room for the scripted answer in the email
+    marker = (
+        "SANDBOX-ECHO-TEXT: this is not json"
+        if code == "not_json"
+        else f"SANDBOX-ECHO-JSON: {json.dumps(BAD_ANSWERS[code])}"
+    )
+    gmail.deliver(rfc822("Odd one", f"Please look at this.\n{marker}\n"))
+    before = gmail.cursor
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.FAILED
+    assert run.error_code == f"llm_{code}"
+    assert [r["code"] for r in run.rejections] == [code, code]  # tried twice, rejected twice
+    assert Task.objects.count() == 0
+    assert ProcessedEmail.objects.count() == 0
+    assert gmail.cursor == before
+
+
+def test_an_expired_history_fails_the_run_without_moving_the_cursor(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail.deliver(ask(1))
+    before = gmail.cursor
+    sandbox.expire_history(gmail.address)
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.FAILED
+    assert run.error_code == "cursor_expired"
+    assert gmail.cursor == before
+    assert gemini_calls(sandbox) == []
+
+
+def test_a_refused_refresh_marks_the_mailbox_for_reconnecting(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail.deliver(ask(1))
+    before = gmail.cursor
+    sandbox.revoke(address=gmail.address)
+
+    run = run_extraction(consenting_user)
+
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.status == "needs_reauth"
+    assert run.status == ExtractionRun.Status.FAILED
+    assert run.mailboxes[str(gmail.integration.pk)]["error_code"] == "provider_auth"
+    assert gmail.address in run.error_message
+    assert gmail.cursor == before
+
+
+def test_an_expired_access_token_is_refreshed_and_saved_encrypted(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    from integrations.services import integration_credentials
+
+    gmail.deliver(ask(1))
+    old_token = integration_credentials(integration=gmail.integration)["token"]
+    sandbox.expire_token(address=gmail.address)
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    gmail.integration.refresh_from_db()
+    new_token = integration_credentials(integration=gmail.integration)["token"]
+    assert new_token != old_token
+    assert new_token not in gmail.integration.credentials_encrypted
+
+
+def test_query_count_per_batch_does_not_depend_on_the_number_of_tasks(gmail: GmailBox, consenting_user: User) -> None:
+    from extraction.pipeline import ExtractionPipeline
+
+    for n in range(10):
+        gmail.deliver(ask(n))
+    for n in range(10):
+        gmail.deliver(no_ask(n))
+    run = ExtractionRun.objects.create(user=consenting_user, trigger=ExtractionRun.Trigger.ADMIN)
+    pipeline = ExtractionPipeline(run)
+    pipeline.execute()
+    stats = pipeline.batch_stats
+    assert [s.tasks for s in stats] == [10, 0]
+    assert stats[0].queries == stats[1].queries
+
+
+def test_the_run_record_reads_as_json_from_the_extract_command(gmail: GmailBox, consenting_user: User) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    gmail.deliver(ask(1))
+    out = StringIO()
+    call_command("extract", consenting_user.email, stdout=out)
+    record = json.loads(out.getvalue())
+    assert record["status"] == "succeeded"
+    assert record["trigger"] == "admin"
+    assert record["counts"]["tasks_created"] == 1
+    assert record["mailboxes"][0]["after"] == gmail.cursor
+
+
+def test_the_extract_command_refuses_an_unknown_person(db: None) -> None:
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="No account"):
+        call_command("extract", "nobody@example.com")

@@ -1,0 +1,98 @@
+import pytest
+from django.test import Client
+
+from accounts.models import User
+from accounts.services import consent_grant
+from extraction.jobs import extraction_schedule_job
+from extraction.models import ExtractionRun
+from tests.conftest import GmailBox, connect_gmail, run_extraction
+from tests.factories import UserFactory
+from tests.mail import ask
+
+pytestmark = pytest.mark.django_db
+
+
+def test_extract_now_queues_a_run_after_commit_and_shows_its_progress(
+    client: Client, consenting_user: User, broker_queue, django_capture_on_commit_callbacks
+) -> None:
+    client.force_login(consenting_user)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post("/extract", HTTP_HX_REQUEST="true")
+    assert broker_queue() == 0  # nothing is sent before the run row is committed
+    for callback in callbacks:
+        callback()
+    assert broker_queue() == 1
+    run = ExtractionRun.objects.get()
+    assert (run.trigger, run.status) == ("manual", "queued")
+    body = response.content.decode()
+    assert response.status_code == 202
+    assert f'hx-get="/runs/{run.pk}"' in body  # polls until the run ends
+
+
+def test_extract_now_without_javascript_redirects_home(client: Client, consenting_user: User) -> None:
+    client.force_login(consenting_user)
+    response = client.post("/extract")
+    assert response.status_code == 302
+
+
+def test_extract_now_needs_post_and_login(client: Client) -> None:
+    assert client.get("/extract").status_code in (302, 405)
+    assert client.post("/extract").status_code == 302  # to the login page
+    assert not ExtractionRun.objects.exists()
+
+
+def test_a_finished_run_stops_polling_and_refreshes_the_task_list(
+    client: Client, gmail: GmailBox, consenting_user: User
+) -> None:
+    gmail.deliver(ask(1))
+    run = run_extraction(consenting_user)
+    client.force_login(consenting_user)
+    response = client.get(f"/runs/{run.pk}", HTTP_HX_REQUEST="true")
+    assert response["HX-Trigger"] == "tasksChanged"
+    body = response.content.decode()
+    assert "hx-get" not in body
+    assert "1 task created" in body
+    assert "Send the report for project 1" in client.get("/tasks/list").content.decode()
+
+
+def test_someone_elses_run_is_not_found(client: Client, gmail: GmailBox, consenting_user: User) -> None:
+    run = run_extraction(consenting_user)
+    client.force_login(UserFactory())
+    assert client.get(f"/runs/{run.pk}").status_code == 404
+    assert client.get(f"/api/extraction/runs/{run.pk}").status_code == 404
+
+
+def test_api_reads_the_run_record(client: Client, gmail: GmailBox, consenting_user: User) -> None:
+    gmail.deliver(ask(1))
+    run = run_extraction(consenting_user)
+    client.force_login(consenting_user)
+    record = client.get(f"/api/extraction/runs/{run.pk}").json()
+    assert record["status"] == "succeeded"
+    assert record["counts"] == {"fetched": 1, "already_done": 0, "sent_to_llm": 1, "tasks_created": 1, "quarantined": 0}
+    assert record["llm"]["calls"] == 1
+
+
+def test_the_schedule_queues_runs_only_for_consenting_people_with_a_mailbox(
+    sandbox, broker_queue, django_capture_on_commit_callbacks
+) -> None:
+    with_all = UserFactory()
+    consent_grant(user=with_all)
+    connect_gmail(sandbox, with_all, "a@example.com")
+    no_consent = UserFactory()
+    connect_gmail(sandbox, no_consent, "b@example.com")
+    no_mailbox = UserFactory()
+    consent_grant(user=no_mailbox)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = extraction_schedule_job()
+
+    assert queued == 1
+    assert list(ExtractionRun.objects.values_list("user", "trigger")) == [(with_all.pk, "schedule")]
+    assert broker_queue() == 1
+
+
+def test_home_asks_for_consent_and_a_mailbox_first(client: Client, user: User) -> None:
+    client.force_login(user)
+    body = client.get("/").content.decode()
+    assert 'id="consent-needed"' in body
+    assert 'id="mailbox-needed"' in body

@@ -1,0 +1,151 @@
+"""Connecting and disconnecting Gmail through the pages, against the sandbox's OAuth consent screen."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import requests
+from django.test import Client
+
+from accounts.models import User
+from integrations.models import Integration, SyncCursor
+from integrations.services import integration_credentials
+from sandbox.client import SandboxClient
+from tests.mail import ask
+
+pytestmark = pytest.mark.django_db
+
+
+def approve_on_sandbox(authorize_url: str, address: str, decision: str = "allow") -> dict[str, str]:
+    """Drive the sandbox consent page like a person; returns the query of the redirect back to us."""
+    http = requests.Session()
+    http.trust_env = False
+    page = http.get(authorize_url, timeout=5)
+    assert page.status_code == 200
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page.text))
+    fields.update(address=address, decision=decision)
+    answer = http.post(authorize_url.split("?")[0], data=fields, allow_redirects=False, timeout=5)
+    assert answer.status_code in (302, 303)
+    return {k: v[0] for k, v in parse_qs(urlsplit(answer.headers["Location"]).query).items()}
+
+
+def connect_through_pages(client: Client, address: str, decision: str = "allow") -> Any:
+    start = client.post("/integrations/google/connect")
+    assert start.status_code == 302
+    authorize_url = start["Location"]
+    query = parse_qs(urlsplit(authorize_url).query)
+    assert query["scope"] == ["https://www.googleapis.com/auth/gmail.readonly"]
+    assert query["access_type"] == ["offline"]
+    assert query["code_challenge_method"] == ["S256"]
+    params = approve_on_sandbox(authorize_url, address, decision)
+    return client.get("/integrations/google/callback", params, follow=True)
+
+
+def test_connect_gmail_stores_encrypted_tokens_and_starts_the_cursor_now(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    sandbox.create_mailbox("me@example.com")
+    old = sandbox.deliver("me@example.com", ask(1))  # recent mail: backfilled once
+    client.force_login(consenting_user)
+
+    response = connect_through_pages(client, "me@example.com")
+
+    assert "Gmail me@example.com is connected" in response.content.decode()
+    integration = Integration.objects.get(user=consenting_user)
+    assert (integration.provider, integration.account_address, integration.status) == (
+        "gmail",
+        "me@example.com",
+        "active",
+    )
+    credentials = integration_credentials(integration=integration)
+    assert credentials["refresh_token"] and credentials["token"]
+    assert credentials["token"] not in integration.credentials_encrypted
+    assert credentials["refresh_token"] not in integration.credentials_encrypted
+    cursor = SyncCursor.objects.get(integration=integration)
+    assert cursor.value == sandbox.call("GET", "/gmail/messages", params={"address": "me@example.com"})["historyId"]
+    assert integration.backfill_pending == [old["id"]]
+
+
+def test_the_backfill_is_bounded_by_the_settings(
+    client: Client, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    settings.GMAIL_BACKFILL_MAX_MESSAGES = 2
+    sandbox.create_mailbox("me@example.com")
+    for n in range(4):
+        sandbox.deliver("me@example.com", ask(n))
+    client.force_login(consenting_user)
+    connect_through_pages(client, "me@example.com")
+    assert len(Integration.objects.get().backfill_pending) == 2
+
+
+def test_denying_access_connects_nothing_and_says_so(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    sandbox.create_mailbox("me@example.com")
+    client.force_login(consenting_user)
+    response = connect_through_pages(client, "me@example.com", decision="deny")
+    assert "access was not granted" in response.content.decode()
+    assert not Integration.objects.exists()
+
+
+def test_a_forged_callback_is_refused(client: Client, consenting_user: User, sandbox: SandboxClient) -> None:
+    client.force_login(consenting_user)
+    client.post("/integrations/google/connect")
+    response = client.get("/integrations/google/callback", {"code": "stolen", "state": "not-ours"}, follow=True)
+    assert "does not match your request" in response.content.decode()
+    assert not Integration.objects.exists()
+
+
+def test_a_callback_without_a_started_connect_is_a_message(client: Client, consenting_user: User) -> None:
+    client.force_login(consenting_user)
+    response = client.get("/integrations/google/callback", {"code": "x", "state": "y"}, follow=True)
+    assert response.status_code == 200
+    assert "expired" in response.content.decode()
+
+
+def test_disconnect_revokes_the_token_and_forgets_credentials_and_cursor(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    sandbox.create_mailbox("me@example.com")
+    client.force_login(consenting_user)
+    connect_through_pages(client, "me@example.com")
+    integration = Integration.objects.get()
+    sandbox.clear_requests()
+
+    response = client.post(f"/mailboxes/{integration.pk}/disconnect", follow=True)
+
+    assert "disconnected" in response.content.decode()
+    integration.refresh_from_db()
+    assert integration.status == "disconnected"
+    assert integration.credentials_encrypted == ""
+    assert not SyncCursor.objects.filter(integration=integration).exists()
+    assert [r["path"] for r in sandbox.requests("google_oauth")] == ["/google/revoke"]
+
+
+def test_someone_elses_mailbox_cannot_be_disconnected(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    from tests.factories import UserFactory
+
+    sandbox.create_mailbox("me@example.com")
+    client.force_login(consenting_user)
+    connect_through_pages(client, "me@example.com")
+    integration = Integration.objects.get()
+    client.force_login(UserFactory())
+    response = client.post(f"/mailboxes/{integration.pk}/disconnect", follow=True)
+    assert "no such mailbox" in response.content.decode()
+    integration.refresh_from_db()
+    assert integration.status == "active"
+
+
+def test_mailboxes_page_never_shows_tokens(client: Client, sandbox: SandboxClient, consenting_user: User) -> None:
+    sandbox.create_mailbox("me@example.com")
+    client.force_login(consenting_user)
+    connect_through_pages(client, "me@example.com")
+    credentials = integration_credentials(integration=Integration.objects.get())
+    body = client.get("/mailboxes/").content.decode()
+    assert "me@example.com" in body
+    assert credentials["token"] not in body and credentials["refresh_token"] not in body
