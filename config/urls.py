@@ -19,6 +19,7 @@ urlpatterns = [
     path("consent/", account_views.consent, name="consent"),
     path("mailboxes/", integration_views.mailboxes, name="mailboxes"),
     path("mailboxes/<int:integration_id>/disconnect", integration_views.disconnect, name="mailbox_disconnect"),
+    path("mailboxes/<int:integration_id>/replay", integration_views.replay_quarantined, name="mailbox_replay"),
     path("integrations/google/connect", integration_views.google_connect, name="google_connect"),
     path("integrations/google/callback", integration_views.google_callback, name="google_callback"),
     path("signup/", account_views.signup, name="signup"),

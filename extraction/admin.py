@@ -1,6 +1,9 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from extraction.models import ExtractionLease, ExtractionRun, ProcessedEmail
+from extraction.services import ledger_replay
 
 
 @admin.register(ExtractionRun)
@@ -25,6 +28,12 @@ class ProcessedEmailAdmin(admin.ModelAdmin[ProcessedEmail]):
     search_fields = ("message_id", "integration__account_address", "integration__user__email")
     list_select_related = ("integration", "run")
     readonly_fields = ("integration", "message_id", "run", "created_at", "updated_at")
+    actions = ("replay",)
+
+    @admin.action(description="Replay quarantined emails in the next run")
+    def replay(self, request: HttpRequest, queryset: QuerySet[ProcessedEmail]) -> None:
+        count = ledger_replay(entries=list(queryset))
+        self.message_user(request, f"{count} quarantined email(s) will be read again in the next run.", messages.INFO)
 
 
 @admin.register(ExtractionLease)

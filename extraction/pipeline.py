@@ -99,6 +99,7 @@ class ExtractionPipeline:
         self.token: int | None = None
         self.mailboxes: list[Mailbox] = []
         self.batch_stats: list[BatchStat] = []
+        self._last_rejection: LLMBadOutput | None = None
 
     # The run ------------------------------------------------------------------------------------
     def execute(self) -> ExtractionRun:
@@ -234,7 +235,7 @@ class ExtractionPipeline:
         with connection.execute_wrapper(counter):
             self._guard_batch()
             result = self._read(batch)
-            tasks = self._write(batch, result)
+            tasks = self._isolate_poison(batch) if result is None else self._write(batch, result)
         self.batch_stats.append(BatchStat(emails=len(batch), tasks=tasks, queries=counter.count))
 
     def _guard_batch(self) -> None:
@@ -249,24 +250,23 @@ class ExtractionPipeline:
                 "Stopped: AI consent was revoked during the run. Nothing more was sent to Gemini.",
             )
 
-    def _read(self, batch: list[SourcedEmail]) -> LLMResult:
-        attempts = settings.EXTRACTION_BAD_OUTPUT_ATTEMPTS
-        for attempt in range(1, attempts + 1):
+    def _read(self, batch: list[SourcedEmail]) -> LLMResult | None:
+        """Gemini's validated answer for the batch, or None when every attempt's answer was rejected.
+
+        A transient failure (Gemini unreachable after the client's retries) ends the run: no cursor
+        moves and the next run picks up the rest.
+        """
+        last_error: LLMBadOutput | None = None
+        for _ in range(settings.EXTRACTION_BAD_OUTPUT_ATTEMPTS):
             try:
                 result = self.llm.extract([item.email for item in batch])
             except LLMBadOutput as error:
-                self._count_llm(calls=1)
+                self._count_llm(calls=error.calls, prompt=error.usage.prompt_tokens, output=error.usage.output_tokens)
                 self._reject(error, batch)
-                if attempt == attempts:
-                    raise RunStopped(
-                        ExtractionRun.Status.FAILED,
-                        f"llm_{error.code}",
-                        f"Gemini's answer was rejected ({error.message}). Nothing from it was written; "
-                        "no mailbox position moved.",
-                    ) from error
+                last_error = error
                 continue
             except LLMError as error:
-                self._count_llm(calls=1)
+                self._count_llm(calls=error.calls, prompt=error.usage.prompt_tokens, output=error.usage.output_tokens)
                 raise RunStopped(
                     ExtractionRun.Status.FAILED,
                     f"llm_{error.code}",
@@ -275,7 +275,43 @@ class ExtractionPipeline:
                 ) from error
             self._count_llm(calls=result.calls, prompt=result.usage.prompt_tokens, output=result.usage.output_tokens)
             return result
-        raise AssertionError("unreachable")
+        self._last_rejection = last_error
+        return None
+
+    def _isolate_poison(self, batch: list[SourcedEmail]) -> int:
+        """Split a batch whose answers keep failing validation until the email that causes it stands
+        alone; quarantine that one (durably, replayable) and let the rest proceed."""
+        if len(batch) == 1:
+            self._quarantine(batch[0])
+            return 0
+        created = 0
+        middle = len(batch) // 2
+        for half in (batch[:middle], batch[middle:]):
+            self._guard_batch()
+            result = self._read(half)
+            created += self._isolate_poison(half) if result is None else self._write(half, result)
+        return created
+
+    def _quarantine(self, item: SourcedEmail) -> None:
+        error = self._last_rejection
+        reason = f"{error.code}: {error.message}" if error else "rejected"
+        with transaction.atomic():
+            ledger_record(
+                entries=[
+                    LedgerEntry(
+                        item.mailbox.integration.pk,
+                        item.email.message_id,
+                        ProcessedEmail.Outcome.QUARANTINED,
+                        0,
+                        reason,
+                    )
+                ],
+                run_id=self.run.pk,
+            )
+            ExtractionRun.objects.filter(pk=self.run.pk).update(emails_quarantined=F("emails_quarantined") + 1)
+        logger.warning(
+            "extraction run %s quarantined one email of integration %s", self.run.pk, item.mailbox.integration.pk
+        )
 
     def _write(self, batch: list[SourcedEmail], result: LLMResult) -> int:
         """The batch's tasks and ledger rows in one transaction: both or neither."""

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from django.db.models import QuerySet
+
 from accounts.models import User
 from config.errors import NotFoundError
-from extraction.models import ExtractionRun
+from extraction.models import ExtractionRun, ProcessedEmail
+from integrations.models import Integration
 
 
 def run_get(*, user: User, run_id: int) -> ExtractionRun:
@@ -38,3 +41,7 @@ def run_as_dict(run: ExtractionRun) -> dict[str, object]:
         "error_code": run.error_code,
         "error_message": run.error_message,
     }
+
+
+def quarantined_list(*, integration: Integration) -> QuerySet[ProcessedEmail]:
+    return ProcessedEmail.objects.filter(integration=integration, outcome=ProcessedEmail.Outcome.QUARANTINED)

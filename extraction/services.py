@@ -127,3 +127,19 @@ def ledger_known(*, integration_id: int, message_ids: list[str]) -> set[str]:
             "message_id", flat=True
         )
     )
+
+
+def ledger_replay(*, entries: list[ProcessedEmail]) -> int:
+    """Send quarantined emails through extraction again: drop their ledger rows and queue their ids on
+    the mailbox, so the next run fetches them by id (the cursor has moved past them). Returns how many."""
+    from integrations.models import Integration
+
+    quarantined = [e for e in entries if e.outcome == ProcessedEmail.Outcome.QUARANTINED]
+    with transaction.atomic():
+        for entry in quarantined:
+            integration = Integration.objects.select_for_update().get(pk=entry.integration_id)
+            if entry.message_id not in integration.backfill_pending:
+                integration.backfill_pending = [*integration.backfill_pending, entry.message_id]
+                integration.save(update_fields=["backfill_pending", "updated_at"])
+            entry.delete()
+    return len(quarantined)

@@ -2,12 +2,16 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import User
 from config.errors import ApplicationError
+from extraction.models import ProcessedEmail
+from extraction.selectors import quarantined_list
+from extraction.services import ledger_replay
 from integrations.oauth.google import GoogleOAuthFlow
 from integrations.providers.base import ProviderError
 from integrations.selectors import integration_get, integration_list
@@ -22,7 +26,10 @@ def _user(request: HttpRequest) -> User:
 @login_required
 @require_GET
 def mailboxes(request: HttpRequest) -> HttpResponse:
-    return render(request, "integrations/mailboxes.html", {"integrations": integration_list(user=_user(request))})
+    integrations = integration_list(user=_user(request)).annotate(
+        quarantined=Count("ledger", filter=Q(ledger__outcome=ProcessedEmail.Outcome.QUARANTINED))
+    )
+    return render(request, "integrations/mailboxes.html", {"integrations": integrations})
 
 
 @login_required
@@ -58,4 +65,18 @@ def disconnect(request: HttpRequest, integration_id: int) -> HttpResponse:
         return redirect("mailboxes")
     integration_disconnect(integration=integration)
     messages.success(request, f"{integration} is disconnected and Tasklift's access to it was revoked.")
+    return redirect("mailboxes")
+
+
+@login_required
+@require_POST
+def replay_quarantined(request: HttpRequest, integration_id: int) -> HttpResponse:
+    """Read the emails set aside (quarantined) for this mailbox again in the next run."""
+    try:
+        integration = integration_get(user=_user(request), integration_id=integration_id)
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return redirect("mailboxes")
+    count = ledger_replay(entries=list(quarantined_list(integration=integration)))
+    messages.success(request, f"{count} email(s) will be read again in the next run.")
     return redirect("mailboxes")

@@ -203,27 +203,64 @@ BAD_ANSWERS = {
 }
 
 
+def scripted_answer(code: str) -> str:
+    if code == "not_json":
+        return "SANDBOX-ECHO-TEXT: this is not json"
+    return f"SANDBOX-ECHO-JSON: {json.dumps(BAD_ANSWERS[code])}"
+
+
 @pytest.mark.parametrize("code", [*BAD_ANSWERS, "not_json"])
-def test_a_bad_gemini_answer_is_rejected_and_nothing_is_written(
+def test_a_bad_gemini_answer_is_rejected_and_nothing_wrong_is_written(
     code: str, gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
     settings.EXTRACTION_MAX_BODY_CHARS = 20_000  # room for the scripted answer in the email
-    marker = (
-        "SANDBOX-ECHO-TEXT: this is not json"
-        if code == "not_json"
-        else f"SANDBOX-ECHO-JSON: {json.dumps(BAD_ANSWERS[code])}"
-    )
-    gmail.deliver(rfc822("Odd one", f"Please look at this.\n{marker}\n"))
-    before = gmail.cursor
+    message_id = gmail.deliver(rfc822("Odd one", f"Please look at this.\n{scripted_answer(code)}\n"))
 
     run = run_extraction(consenting_user)
 
-    assert run.status == ExtractionRun.Status.FAILED
-    assert run.error_code == f"llm_{code}"
     assert [r["code"] for r in run.rejections] == [code, code]  # tried twice, rejected twice
     assert Task.objects.count() == 0
-    assert ProcessedEmail.objects.count() == 0
-    assert gmail.cursor == before
+    # The email is set aside where a person can see and replay it; only then does the cursor move.
+    entry = ProcessedEmail.objects.get()
+    assert (entry.message_id, entry.outcome) == (message_id, "quarantined")
+    assert entry.last_error.startswith(code)
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert run.emails_quarantined == 1
+    assert gmail.cursor == gmail.history_id()
+
+
+def test_a_poison_email_is_isolated_and_the_rest_of_its_batch_proceeds(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    ids = [gmail.deliver(ask(n)) for n in range(4)]
+    poison = gmail.deliver(rfc822("Odd one", f"Please look at this.\n{scripted_answer('unknown_id')}\n"))
+    ids += [gmail.deliver(ask(n)) for n in range(4, 9)]
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.count() == 9
+    assert set(Task.objects.values_list("source_id", flat=True)) == set(ids)
+    assert ProcessedEmail.objects.get(outcome="quarantined").message_id == poison
+    assert run.emails_quarantined == 1
+
+
+def test_a_replayed_quarantined_email_is_read_again_by_the_next_run(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    from extraction.services import ledger_replay
+
+    settings.EXTRACTION_MAX_BODY_CHARS = 20_000
+    message_id = gmail.deliver(rfc822("Odd one", f"Please look at this.\n{scripted_answer('not_json')}\n"))
+    run_extraction(consenting_user)
+    assert ledger_replay(entries=list(ProcessedEmail.objects.all())) == 1
+    sandbox.clear_requests()
+
+    again = run_extraction(consenting_user)
+
+    assert again.emails_fetched == 1  # fetched by id although the cursor is past it
+    assert len(gemini_calls(sandbox)) == 2  # still poison: tried twice, quarantined again
+    assert ProcessedEmail.objects.get().message_id == message_id
 
 
 def test_an_expired_history_fails_the_run_without_moving_the_cursor(

@@ -96,3 +96,23 @@ def test_home_asks_for_consent_and_a_mailbox_first(client: Client, user: User) -
     body = client.get("/").content.decode()
     assert 'id="consent-needed"' in body
     assert 'id="mailbox-needed"' in body
+
+
+def test_mailboxes_page_shows_set_aside_emails_and_replays_them(
+    client: Client, gmail: GmailBox, consenting_user: User, settings
+) -> None:
+    from extraction.models import ProcessedEmail
+    from tests.mail import rfc822
+
+    settings.EXTRACTION_MAX_BODY_CHARS = 20_000
+    gmail.deliver(rfc822("Odd one", "Please look.\nSANDBOX-ECHO-TEXT: not json\n"))
+    run_extraction(consenting_user)
+    client.force_login(consenting_user)
+    assert "1 email could not be read reliably" in client.get("/mailboxes/").content.decode()
+
+    response = client.post(f"/mailboxes/{gmail.integration.pk}/replay", follow=True)
+
+    assert "1 email(s) will be read again" in response.content.decode()
+    assert not ProcessedEmail.objects.exists()
+    gmail.integration.refresh_from_db()
+    assert len(gmail.integration.backfill_pending) == 1
