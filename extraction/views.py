@@ -6,18 +6,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.models import User
 from config.errors import ApplicationError, RateLimitedError
-from config.http import is_htmx
+from config.http import is_htmx, request_user
 from extraction.models import ExtractionRun
 from extraction.ratelimit import extraction_rate_check
 from extraction.selectors import run_get
 from extraction.services import extraction_run_request
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
 
 
 @login_required
@@ -35,7 +29,7 @@ def extract_now(request: HttpRequest) -> HttpResponse:
             response.status_code = 429
         response["Retry-After"] = str(error.retry_after)
         return response
-    run, _ = extraction_run_request(user=_user(request), trigger=ExtractionRun.Trigger.MANUAL)
+    run, _ = extraction_run_request(user=request_user(request), trigger=ExtractionRun.Trigger.MANUAL)
     if is_htmx(request):
         return render(request, "extraction/_run.html", {"run": run}, status=202)
     messages.info(request, "Extraction started.")
@@ -46,7 +40,7 @@ def extract_now(request: HttpRequest) -> HttpResponse:
 @require_GET
 def run_status(request: HttpRequest, run_id: int) -> HttpResponse:
     try:
-        run = run_get(user=_user(request), run_id=run_id)
+        run = run_get(user=request_user(request), run_id=run_id)
     except ApplicationError as error:
         return HttpResponse(error.message, status=error.status)
     response = render(request, "extraction/_run.html", {"run": run})

@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.models import User
 from config.errors import ApplicationError
+from config.http import request_user
 from extraction.models import ProcessedEmail
 from extraction.selectors import quarantined_list
 from extraction.services import ledger_replay
@@ -18,15 +18,10 @@ from integrations.selectors import integration_get, integration_list
 from integrations.services import gmail_connect, integration_disconnect
 
 
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
-
-
 @login_required
 @require_GET
 def mailboxes(request: HttpRequest) -> HttpResponse:
-    integrations = integration_list(user=_user(request)).annotate(
+    integrations = integration_list(user=request_user(request)).annotate(
         quarantined=Count("ledger", filter=Q(ledger__outcome=ProcessedEmail.Outcome.QUARANTINED))
     )
     return render(request, "integrations/mailboxes.html", {"integrations": integrations})
@@ -44,7 +39,7 @@ def google_connect(request: HttpRequest) -> HttpResponse:
 def google_callback(request: HttpRequest) -> HttpResponse:
     try:
         credentials = GoogleOAuthFlow(request.session).get_credentials(params=request.GET.dict())
-        integration = gmail_connect(user=_user(request), credentials=credentials)
+        integration = gmail_connect(user=request_user(request), credentials=credentials)
     except ApplicationError as error:
         messages.error(request, error.message)
         return redirect("mailboxes")
@@ -59,7 +54,7 @@ def google_callback(request: HttpRequest) -> HttpResponse:
 @require_POST
 def disconnect(request: HttpRequest, integration_id: int) -> HttpResponse:
     try:
-        integration = integration_get(user=_user(request), integration_id=integration_id)
+        integration = integration_get(user=request_user(request), integration_id=integration_id)
     except ApplicationError as error:
         messages.error(request, error.message)
         return redirect("mailboxes")
@@ -73,7 +68,7 @@ def disconnect(request: HttpRequest, integration_id: int) -> HttpResponse:
 def replay_quarantined(request: HttpRequest, integration_id: int) -> HttpResponse:
     """Read the emails set aside (quarantined) for this mailbox again in the next run."""
     try:
-        integration = integration_get(user=_user(request), integration_id=integration_id)
+        integration = integration_get(user=request_user(request), integration_id=integration_id)
     except ApplicationError as error:
         messages.error(request, error.message)
         return redirect("mailboxes")

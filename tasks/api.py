@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from pydantic import ConfigDict, Field
 
-from accounts.models import User
+from config.http import request_user
 from tasks.models import Task
 from tasks.selectors import task_get, task_list
 from tasks.services import task_create, task_set_status
@@ -47,20 +47,15 @@ class TaskPatch(Schema):
     status: Task.Status
 
 
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
-
-
 @router.get("/tasks", response=list[TaskOut])
 def list_tasks(request: HttpRequest, status: Task.Status | None = Task.Status.OPEN) -> list[Task]:
-    return list(task_list(user=_user(request), status=status)[:500])
+    return list(task_list(user=request_user(request), status=status)[:500])
 
 
 @router.post("/tasks", response={201: TaskOut})
 def create_task(request: HttpRequest, payload: TaskIn) -> Status[Any]:
     task = task_create(
-        user=_user(request),
+        user=request_user(request),
         title=payload.title,
         notes=payload.notes,
         due_date=payload.due_date,
@@ -71,4 +66,4 @@ def create_task(request: HttpRequest, payload: TaskIn) -> Status[Any]:
 
 @router.patch("/tasks/{task_id}", response=TaskOut)
 def update_task(request: HttpRequest, task_id: int, payload: TaskPatch) -> Task:
-    return task_set_status(task=task_get(user=_user(request), task_id=task_id), status=payload.status)
+    return task_set_status(task=task_get(user=request_user(request), task_id=task_id), status=payload.status)

@@ -9,18 +9,13 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.models import User
 from accounts.selectors import consent_current
 from config.errors import ApplicationError
-from config.http import is_htmx
+from config.http import is_htmx, request_user
 from extraction.selectors import run_latest
 from integrations.selectors import integration_list
 from tasks.forms import TaskForm
 from tasks.models import Task
 from tasks.selectors import task_get, task_list
 from tasks.services import task_create, task_set_status
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
 
 
 def _home_context(user: User, form: TaskForm | None = None) -> dict[str, object]:
@@ -36,13 +31,13 @@ def _home_context(user: User, form: TaskForm | None = None) -> dict[str, object]
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "tasks/home.html", _home_context(_user(request)))
+    return render(request, "tasks/home.html", _home_context(request_user(request)))
 
 
 @login_required
 @require_GET
 def task_list_partial(request: HttpRequest) -> HttpResponse:
-    return render(request, "tasks/_task_list.html", {"tasks": task_list(user=_user(request))[:200]})
+    return render(request, "tasks/_task_list.html", {"tasks": task_list(user=request_user(request))[:200]})
 
 
 @login_required
@@ -52,7 +47,7 @@ def task_add(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             task_create(
-                user=_user(request),
+                user=request_user(request),
                 title=form.cleaned_data["title"],
                 due_date=form.cleaned_data["due_date"],
                 priority=form.cleaned_data["priority"] or "",
@@ -62,7 +57,7 @@ def task_add(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, "Task added.")
             return redirect("home")
-    return render(request, "tasks/home.html", _home_context(_user(request), form), status=400)
+    return render(request, "tasks/home.html", _home_context(request_user(request), form), status=400)
 
 
 @login_required
@@ -70,7 +65,7 @@ def task_add(request: HttpRequest) -> HttpResponse:
 def task_status(request: HttpRequest, task_id: int) -> HttpResponse:
     status = request.POST.get("status", "")
     try:
-        task = task_get(user=_user(request), task_id=task_id)
+        task = task_get(user=request_user(request), task_id=task_id)
         task_set_status(task=task, status=status)
     except ApplicationError as error:
         if is_htmx(request):
