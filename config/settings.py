@@ -170,6 +170,28 @@ GMAIL_HTTP_TIMEOUT_S = env_int("GMAIL_HTTP_TIMEOUT_S", 30, minimum=1)
 GMAIL_BATCH_SIZE = min(env_int("GMAIL_BATCH_SIZE", 20, minimum=1), 20)
 GMAIL_NUM_RETRIES = env_int("GMAIL_NUM_RETRIES", 2)
 
+MICROSOFT_CLIENT_ID = env_str("MICROSOFT_CLIENT_ID")
+MICROSOFT_CLIENT_SECRET = env_str("MICROSOFT_CLIENT_SECRET")
+MICROSOFT_TENANT = env_str("MICROSOFT_TENANT", "common")
+MICROSOFT_SIMULATED = not MICROSOFT_CLIENT_ID
+# Microsoft identity must be HTTPS (MSAL refuses http), so the sandbox serves it, and Graph, over TLS
+# with a certificate it generates at start; we trust exactly that certificate, never "verify=False".
+SANDBOX_TLS_URL = env_str("SANDBOX_TLS_URL", "https://127.0.0.1:8766").rstrip("/")
+if MICROSOFT_SIMULATED:
+    MICROSOFT_CLIENT_ID = "sandbox-microsoft-client"
+    MICROSOFT_CLIENT_SECRET = "sandbox-microsoft-secret"
+    MICROSOFT_AUTHORITY = f"{SANDBOX_TLS_URL}/{MICROSOFT_TENANT}"
+    GRAPH_API_ENDPOINT = f"{SANDBOX_TLS_URL}/v1.0"
+    MICROSOFT_CA_BUNDLE = env_str("MICROSOFT_CA_BUNDLE") or str(LOCAL_DIR / "sandbox" / "tls-cert.pem")
+else:
+    MICROSOFT_AUTHORITY = f"https://login.microsoftonline.com/{MICROSOFT_TENANT}"
+    GRAPH_API_ENDPOINT = "https://graph.microsoft.com/v1.0"
+    MICROSOFT_CA_BUNDLE = env_str("MICROSOFT_CA_BUNDLE")  # empty: the system's trust store
+MICROSOFT_SCOPES = ["Mail.Read", "User.Read"]
+GRAPH_HTTP_TIMEOUT_S = env_int("GRAPH_HTTP_TIMEOUT_S", 30, minimum=1)
+GRAPH_PAGE_SIZE = env_int("GRAPH_PAGE_SIZE", 50, minimum=1)
+GRAPH_MAX_RETRIES = env_int("GRAPH_MAX_RETRIES", 2)
+
 GEMINI_API_KEY = env_str("GEMINI_API_KEY")
 GEMINI_SIMULATED = not GEMINI_API_KEY
 GEMINI_BASE_URL = f"{SANDBOX_URL}/" if GEMINI_SIMULATED else ""
@@ -232,8 +254,8 @@ EXTRACTION_MAX_TITLE_CHARS = env_int("EXTRACTION_MAX_TITLE_CHARS", 200, minimum=
 EXTRACTION_BAD_OUTPUT_ATTEMPTS = env_int("EXTRACTION_BAD_OUTPUT_ATTEMPTS", 2, minimum=1)
 EXTRACTION_LEASE_SECONDS = env_int("EXTRACTION_LEASE_SECONDS", 900, minimum=30)
 EXTRACTION_SCHEDULE_MINUTES = env_int("EXTRACTION_SCHEDULE_MINUTES", 10, minimum=1)
-GMAIL_BACKFILL_DAYS = env_int("GMAIL_BACKFILL_DAYS", 7, minimum=0)
-GMAIL_BACKFILL_MAX_MESSAGES = env_int("GMAIL_BACKFILL_MAX_MESSAGES", 100, minimum=0)
+MAIL_BACKFILL_DAYS = env_int("MAIL_BACKFILL_DAYS", 7, minimum=0)
+MAIL_BACKFILL_MAX_MESSAGES = env_int("MAIL_BACKFILL_MAX_MESSAGES", 100, minimum=0)
 CELERY_BEAT_SCHEDULE["extraction-schedule"] = {
     "task": "extraction.jobs.extraction_schedule_job",
     "schedule": EXTRACTION_SCHEDULE_MINUTES * 60,

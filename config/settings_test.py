@@ -7,6 +7,7 @@ this run, and a free port for the sandbox, which the test session starts there.
 
 import os
 import socket
+import tempfile
 
 
 def _free_port() -> int:
@@ -19,6 +20,8 @@ os.environ.setdefault("REDIS_DB", "1")
 os.environ.setdefault("CACHE_KEY_PREFIX", f"tasklift-test-{os.getpid()}")
 os.environ.setdefault("TEST_DATABASE_NAME", f"test_tasklift_{os.getpid()}")
 os.environ.setdefault("SANDBOX_URL", f"http://127.0.0.1:{_free_port()}")
+os.environ.setdefault("SANDBOX_TLS_URL", f"https://127.0.0.1:{_free_port()}")
+os.environ.setdefault("MICROSOFT_CA_BUNDLE", f"{tempfile.gettempdir()}/tasklift-test-{os.getpid()}-tls-cert.pem")
 for name in ("GOOGLE_CLIENT_ID", "GEMINI_API_KEY", "MICROSOFT_CLIENT_ID"):
     os.environ.pop(name, None)  # tests always run against the sandbox
 os.environ.setdefault("GEMINI_RETRY_INITIAL_DELAY_S", "0.01")

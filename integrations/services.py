@@ -84,9 +84,9 @@ def gmail_connect(*, user: User, credentials: Credentials) -> Integration:
     address = provider.account_address()
     history_id = provider.current_cursor()
     backfill: list[str] = []
-    if settings.GMAIL_BACKFILL_DAYS and settings.GMAIL_BACKFILL_MAX_MESSAGES:
-        since = timezone.now() - timedelta(days=settings.GMAIL_BACKFILL_DAYS)
-        backfill = provider.backfill_message_ids(after=since, limit=settings.GMAIL_BACKFILL_MAX_MESSAGES)
+    if settings.MAIL_BACKFILL_DAYS and settings.MAIL_BACKFILL_MAX_MESSAGES:
+        since = timezone.now() - timedelta(days=settings.MAIL_BACKFILL_DAYS)
+        backfill = provider.backfill_message_ids(after=since, limit=settings.MAIL_BACKFILL_MAX_MESSAGES)
     with transaction.atomic():
         integration, created = Integration.objects.select_for_update().get_or_create(
             user=user, provider=Integration.Provider.GMAIL, account_address=address.lower()

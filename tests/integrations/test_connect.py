@@ -72,7 +72,7 @@ def test_connect_gmail_stores_encrypted_tokens_and_starts_the_cursor_now(
 def test_the_backfill_is_bounded_by_the_settings(
     client: Client, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
-    settings.GMAIL_BACKFILL_MAX_MESSAGES = 2
+    settings.MAIL_BACKFILL_MAX_MESSAGES = 2
     sandbox.create_mailbox("me@example.com")
     for n in range(4):
         sandbox.deliver("me@example.com", ask(n))
