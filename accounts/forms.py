@@ -17,4 +17,6 @@ class SignupForm(BaseUserCreationForm[User]):
 
 
 class LoginForm(AuthenticationForm):
-    username = forms.EmailField(label="Email address", widget=forms.EmailInput(attrs={"autofocus": True}))
+    username = forms.EmailField(
+        label="Email address", widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "username"})
+    )

@@ -63,6 +63,7 @@ class Mailbox:
     cursor: SyncCursor
     new_cursor: str = ""
     pending_ids: list[str] = field(default_factory=list)
+    prefetched: dict[str, Email] = field(default_factory=dict)  # bodies that came with the delta
     failed: ProviderError | None = None
 
     def report(self) -> dict[str, Any]:
@@ -183,6 +184,7 @@ class ExtractionPipeline:
         known = ledger_known(integration_id=mailbox.integration.pk, message_ids=candidates)
         mailbox.new_cursor = delta.new_cursor
         mailbox.pending_ids = [i for i in candidates if i not in known]
+        mailbox.prefetched = {i: delta.prefetched[i] for i in mailbox.pending_ids if i in delta.prefetched}
         ExtractionRun.objects.filter(pk=self.run.pk).update(
             emails_fetched=F("emails_fetched") + len(candidates),
             emails_already_done=F("emails_already_done") + len(known),
@@ -194,10 +196,13 @@ class ExtractionPipeline:
         logger.warning("extraction run %s left out integration %s: %s", self.run.pk, mailbox.integration.pk, error.code)
 
     def _emails(self) -> Iterator[SourcedEmail]:
-        """Every pending email of every mailbox, bodies fetched in provider batches as they are needed."""
+        """Every pending email of every mailbox: those whose body came with the delta first, then the rest
+        fetched in provider batches as they are needed."""
         chunk = settings.GMAIL_BATCH_SIZE
         for mailbox in self.mailboxes:
-            ids = mailbox.pending_ids
+            for email in mailbox.prefetched.values():
+                yield SourcedEmail(mailbox, email)
+            ids = [i for i in mailbox.pending_ids if i not in mailbox.prefetched]
             for start in range(0, len(ids), chunk):
                 if mailbox.failed:
                     break
@@ -273,8 +278,7 @@ class ExtractionPipeline:
                     f"Gemini could not be reached ({error.message}). Tasks from earlier batches are kept; "
                     "no mailbox position moved, and the next run picks up the rest.",
                 ) from error
-            self._count_llm(calls=result.calls, prompt=result.usage.prompt_tokens, output=result.usage.output_tokens)
-            return result
+            return result  # its usage is recorded with the batch's writes, in the same statement
         self._last_rejection = last_error
         return None
 
@@ -345,6 +349,9 @@ class ExtractionPipeline:
             ExtractionRun.objects.filter(pk=self.run.pk).update(
                 emails_sent_to_llm=F("emails_sent_to_llm") + len(batch),
                 tasks_created=F("tasks_created") + created,
+                llm_calls=F("llm_calls") + result.calls,
+                prompt_tokens=F("prompt_tokens") + result.usage.prompt_tokens,
+                output_tokens=F("output_tokens") + result.usage.output_tokens,
                 updated_at=timezone.now(),
             )
         return created

@@ -16,14 +16,17 @@ from accounts.models import User
 from config.crypto import decrypt_json, encrypt_json
 from integrations.models import Integration, SyncCursor
 from integrations.oauth.google import google_revoke
+from integrations.oauth.microsoft import MicrosoftTokenSource
 from integrations.providers.base import MailProvider, ProviderError
 from integrations.providers.gmail import GmailProvider, gmail_credentials
+from integrations.providers.outlook import OutlookProvider
 
 logger = logging.getLogger(__name__)
 
 # The query a Gmail cursor belongs to: history of messages added to INBOX, API v1. A cursor saved for
 # another query must not be reused for this one.
 GMAIL_FILTER = "gmail:v1:history:messageAdded:INBOX"
+OUTLOOK_FILTER = "graph:v1.0:mailFolders/inbox/messages/delta:immutable-ids"
 
 
 def filter_hash(description: str) -> str:
@@ -58,19 +61,24 @@ def integration_credentials(*, integration: Integration) -> dict[str, Any]:
 
 
 def integration_provider(*, integration: Integration) -> MailProvider:
-    """A ready client for the mailbox, from its decrypted credentials."""
+    """A ready client for the mailbox, from its decrypted credentials. Makes no network call."""
+    credentials = integration_credentials(integration=integration)
     if integration.provider == Integration.Provider.GMAIL:
-        return GmailProvider(
-            gmail_credentials_load(integration_credentials(integration=integration)),
-            address=integration.account_address,
-        )
-    raise ProviderError(f"{integration.get_provider_display()} is not supported yet.")
+        return GmailProvider(gmail_credentials_load(credentials), address=integration.account_address)
+    if integration.provider == Integration.Provider.OUTLOOK:
+        return OutlookProvider(MicrosoftTokenSource(credentials), address=integration.account_address)
+    raise ProviderError(f"{integration.get_provider_display()} is not supported.")
 
 
 def integration_save_refreshed_credentials(*, integration: Integration, provider: MailProvider) -> None:
     """Store the provider's credentials again if a refresh changed them."""
+    fresh: dict[str, Any] | None = None
     if isinstance(provider, GmailProvider) and provider.credentials_refreshed:
-        integration.credentials_encrypted = encrypt_json(gmail_credentials_dump(provider.credentials))
+        fresh = gmail_credentials_dump(provider.credentials)
+    if isinstance(provider, OutlookProvider) and isinstance(provider.access_token, MicrosoftTokenSource):
+        fresh = provider.access_token.dump() if provider.access_token.changed else None
+    if fresh is not None:
+        integration.credentials_encrypted = encrypt_json(fresh)
         integration.save(update_fields=["credentials_encrypted", "updated_at"])
 
 
@@ -109,6 +117,34 @@ def gmail_connect(*, user: User, credentials: Credentials) -> Integration:
         # A reconnect with a cursor in place keeps it: the mail since it is still owed to the person.
         integration.save()
     logger.info("gmail connected integration=%s created=%s backfill=%d", integration.pk, created, len(backfill))
+    return integration
+
+
+def outlook_connect(*, user: User, msal_cache: str, home_account_id: str, access_token: str) -> Integration:
+    """Store a newly authorised Outlook mailbox. Its first cursor is the inbox delta query filtered to
+    the backfill window: the first run reads that recent mail and receives the first delta link."""
+    provider = OutlookProvider(lambda: access_token)
+    address = provider.account_address()
+    credentials = {"msal_cache": msal_cache, "home_account_id": home_account_id}
+    with transaction.atomic():
+        integration, created = Integration.objects.select_for_update().get_or_create(
+            user=user, provider=Integration.Provider.OUTLOOK, account_address=address.lower()
+        )
+        integration.credentials_encrypted = encrypt_json(credentials)
+        integration.status = Integration.Status.ACTIVE
+        integration.last_error_code = ""
+        integration.last_error = ""
+        integration.failure_count = 0
+        if not SyncCursor.objects.filter(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).exists():
+            since = timezone.now() - timedelta(days=settings.MAIL_BACKFILL_DAYS)
+            SyncCursor.objects.create(
+                integration=integration,
+                purpose=SyncCursor.Purpose.TASK_EXTRACTION,
+                value=provider.initial_cursor(since=since),
+                filter_hash=filter_hash(OUTLOOK_FILTER),
+            )
+        integration.save()
+    logger.info("outlook connected integration=%s created=%s", integration.pk, created)
     return integration
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import requests
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
@@ -12,10 +13,12 @@ from config.http import request_user
 from extraction.models import ProcessedEmail
 from extraction.selectors import quarantined_list
 from extraction.services import ledger_replay
+from integrations.models import Integration
 from integrations.oauth.google import GoogleOAuthFlow
+from integrations.oauth.microsoft import MicrosoftOAuthFlow
 from integrations.providers.base import ProviderError
 from integrations.selectors import integration_get, integration_list
-from integrations.services import gmail_connect, integration_disconnect
+from integrations.services import gmail_connect, integration_disconnect, outlook_connect
 
 
 @login_required
@@ -59,7 +62,15 @@ def disconnect(request: HttpRequest, integration_id: int) -> HttpResponse:
         messages.error(request, error.message)
         return redirect("mailboxes")
     integration_disconnect(integration=integration)
-    messages.success(request, f"{integration} is disconnected and Tasklift's access to it was revoked.")
+    if integration.provider == Integration.Provider.OUTLOOK:
+        # Microsoft offers apps no way to revoke one delegated grant; the person can, in their account.
+        messages.success(
+            request,
+            f"{integration} is disconnected and Tasklift deleted its sign-in. To remove Tasklift from your Microsoft "
+            "account as well, open account.microsoft.com, Privacy, Apps and services.",
+        )
+    else:
+        messages.success(request, f"{integration} is disconnected and Tasklift's access to it was revoked.")
     return redirect("mailboxes")
 
 
@@ -74,4 +85,38 @@ def replay_quarantined(request: HttpRequest, integration_id: int) -> HttpRespons
         return redirect("mailboxes")
     count = ledger_replay(entries=list(quarantined_list(integration=integration)))
     messages.success(request, f"{count} email(s) will be read again in the next run.")
+    return redirect("mailboxes")
+
+
+@login_required
+@require_POST
+def microsoft_connect(request: HttpRequest) -> HttpResponse:
+    try:
+        url = MicrosoftOAuthFlow(request.session).get_authorization_url(login_hint=request.POST.get("login_hint", ""))
+    except (ValueError, requests.RequestException):
+        messages.error(request, "Microsoft sign-in cannot be reached right now. Try again in a moment.")
+        return redirect("mailboxes")
+    return redirect(url)
+
+
+@login_required
+@require_GET
+def microsoft_callback(request: HttpRequest) -> HttpResponse:
+    try:
+        msal_cache, home_account_id, access_token = MicrosoftOAuthFlow(request.session).get_token_cache(
+            params=request.GET.dict()
+        )
+        integration = outlook_connect(
+            user=request_user(request),
+            msal_cache=msal_cache,
+            home_account_id=home_account_id,
+            access_token=access_token,
+        )
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return redirect("mailboxes")
+    except ProviderError as error:
+        messages.error(request, f"Outlook was authorised but could not be read: {error.message}")
+        return redirect("mailboxes")
+    messages.success(request, f"Outlook {integration.account_address} is connected.")
     return redirect("mailboxes")

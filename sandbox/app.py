@@ -68,14 +68,16 @@ def fault_response(service: str, fault: Fault) -> tuple[int, dict[str, str], str
     return fault.status, headers, text
 
 
-def create_app(state: SandboxState | None = None, *, base_url: str = "") -> Flask:
-    """Build the sandbox app. `base_url` is how clients reach it (used in links it hands out)."""
-    from sandbox import control, gemini, gmail, google_oauth
+def create_app(state: SandboxState | None = None, *, base_url: str = "", tls_base_url: str = "") -> Flask:
+    """Build the sandbox app. `base_url` is how clients reach it (used in links it hands out);
+    `tls_base_url` is its HTTPS listener, used in the links of Microsoft identity and Graph."""
+    from sandbox import control, gemini, gmail, google_oauth, graph, microsoft
 
     app = Flask("sandbox", template_folder="templates")
     app.config["SANDBOX_STATE"] = state or SandboxState()
     app.config["SANDBOX_BASE_URL"] = base_url.rstrip("/")
-    for module in (control, google_oauth, gmail, gemini):
+    app.config["SANDBOX_TLS_BASE_URL"] = tls_base_url.rstrip("/")
+    for module in (control, google_oauth, gmail, gemini, microsoft, graph):
         app.register_blueprint(module.blueprint)
 
     @app.before_request
@@ -85,7 +87,14 @@ def create_app(state: SandboxState | None = None, *, base_url: str = "") -> Flas
             return None
         st = sandbox_state()
         body = request.get_data(as_text=True)
-        g.logged = st.record(service, request.method, request.path, request.query_string.decode(), body)
+        headers = {
+            name: ", ".join(request.headers.getlist(name))
+            for name in dict.fromkeys(request.headers.keys())
+            if name.lower() != "authorization"  # the log is readable by anyone who can reach the sandbox
+        }
+        g.logged = st.record(
+            service, request.method, request.path, request.query_string.decode(), body, headers=headers
+        )
         target = f"{request.method} {request.full_path.rstrip('?')}"
         fault = st.take_fault(service, target, body)
         if fault is None:

@@ -99,6 +99,88 @@ class SandboxClient:
         targets = {"access_token": access_token, "refresh_token": refresh_token, "address": address}
         self.call("POST", "/google/tokens/revoke", json={k: v for k, v in targets.items() if v})
 
+    # Outlook (Graph) and Microsoft identity ---------------------------------------------------------
+    def create_outlook_mailbox(self, address: str, *, display_name: str | None = None) -> dict[str, Any]:
+        """{address, id, displayName, inboxId}."""
+        body: dict[str, Any] = {"address": address}
+        if display_name is not None:
+            body["display_name"] = display_name
+        result: dict[str, Any] = self.call("POST", "/graph/mailboxes", json=body)
+        return result
+
+    def deliver_outlook(
+        self,
+        address: str,
+        raw: str | bytes | None = None,
+        *,
+        subject: str | None = None,
+        sender: str | None = None,
+        body: str | None = None,
+        html: str | None = None,
+        received_at: datetime | None = None,
+        is_read: bool = False,
+    ) -> dict[str, Any]:
+        """Deliver an RFC 822 message, or a simple one from fields (`sender` is the From value);
+        returns {id (immutable), rest_id, conversationId, internetMessageId, receivedDateTime}."""
+        payload: dict[str, Any] = {"address": address, "is_read": is_read}
+        if isinstance(raw, bytes):
+            payload["raw_base64"] = base64.b64encode(raw).decode()
+        elif raw is not None:
+            payload["raw"] = raw
+        fields = {"subject": subject, "from": sender, "body": body, "html": html}
+        payload.update({k: v for k, v in fields.items() if v is not None})
+        if received_at is not None:
+            payload["received_at"] = received_at.isoformat()
+        result: dict[str, Any] = self.call("POST", "/graph/messages", json=payload)
+        return result
+
+    def outlook_messages(self, address: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.call("GET", "/graph/messages", params={"address": address})["messages"]
+        return result
+
+    def mark_outlook_read(
+        self, address: str, ids: list[str], *, is_read: bool | None = None, flag: str | None = None
+    ) -> int:
+        """Set isRead (true when neither is given) and/or flag ("notFlagged", "flagged", "complete")."""
+        payload: dict[str, Any] = {"address": address, "ids": ids}
+        if is_read is not None:
+            payload["is_read"] = is_read
+        if flag is not None:
+            payload["flag"] = flag
+        return int(self.call("POST", "/graph/messages/read", json=payload)["updated"])
+
+    def delete_outlook(self, address: str, ids: list[str]) -> int:
+        """Delete (or move out of the inbox): the next delta lists them as @removed."""
+        return int(self.call("POST", "/graph/messages/delete", json={"address": address, "ids": ids})["deleted"])
+
+    def expire_outlook_delta(self, address: str) -> dict[str, Any]:
+        """Every earlier Graph skip/delta token now answers 410 SyncStateNotFound."""
+        result: dict[str, Any] = self.call("POST", "/graph/expire-delta", json={"address": address})
+        return result
+
+    def issue_microsoft_token(
+        self, address: str, *, expires_in: int = 3600, scope: str | None = None
+    ) -> dict[str, Any]:
+        """AAD's token response for `address` without the consent page (access_token, refresh_token, id_token,
+        client_info, expires_in, ...) plus expiry and address."""
+        payload: dict[str, Any] = {"address": address, "expires_in": expires_in}
+        if scope is not None:
+            payload["scope"] = scope
+        result: dict[str, Any] = self.call("POST", "/microsoft/tokens", json=payload)
+        return result
+
+    def expire_microsoft_token(self, *, access_token: str | None = None, address: str | None = None) -> int:
+        payload = {k: v for k, v in {"access_token": access_token, "address": address}.items() if v}
+        return int(self.call("POST", "/microsoft/tokens/expire", json=payload)["expired"])
+
+    def revoke_microsoft(
+        self, *, refresh_token: str | None = None, address: str | None = None, access_token: str | None = None
+    ) -> int:
+        """Revoke one refresh token, every refresh token of an address, or one access token."""
+        targets = {"refresh_token": refresh_token, "address": address, "access_token": access_token}
+        payload = {k: v for k, v in targets.items() if v}
+        return int(self.call("POST", "/microsoft/tokens/revoke", json=payload)["revoked"])
+
 
 class SandboxControlError(Exception):
     def __init__(self, status: int, body: str) -> None:

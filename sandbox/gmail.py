@@ -6,8 +6,8 @@ appends a messageAdded history record; ids rise with gaps, like Gmail's.
 
 Batch parts are dispatched through the whole app (a WSGI call in a fresh context), so each inner
 request passes the same before_request hook as a direct call: it is logged as its own entry (method,
-inner path and query; the outer `POST /batch/gmail/v1` is logged first) and faults are matched against
-"GET /gmail/v1/users/me/messages/ID?format=...&alt=json".
+inner path and query, marked `batch_part`; the outer `POST /batch/gmail/v1` is logged first) and faults are
+matched against "GET /gmail/v1/users/me/messages/ID?format=...&alt=json".
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from email.parser import BytesParser
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, current_app, g, request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from werkzeug.test import TestResponse
 
@@ -40,6 +40,7 @@ from sandbox.state import SandboxState
 blueprint = Blueprint("gmail", __name__)
 
 MAX_BATCH_PARTS = 100
+_BATCH_PART = "sandbox.batch_part"  # WSGI environ key of an inner request of a batch
 DEFAULT_LABELS = ("INBOX", "UNREAD")
 _ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _ATTACHMENT_PREFIX = "ANGjdJ"
@@ -542,12 +543,24 @@ def _split_http(text: str) -> tuple[str, list[tuple[str, str]], str]:
 def _dispatch(method: str, target: str, headers: list[tuple[str, str]], body: str) -> TestResponse:
     """Run one inner request through the whole app (hooks included) in a fresh context of its own."""
     client = current_app.test_client()
-    environ = {"REMOTE_ADDR": request.remote_addr or "127.0.0.1"}
+    environ = {"REMOTE_ADDR": request.remote_addr or "127.0.0.1", _BATCH_PART: True}
     skip = {"host", "content-length"}
     kept = [(k, v) for k, v in headers if k.lower() not in skip]
     response: TestResponse = contextvars.Context().run(
         client.open, target, method=method, headers=kept, data=body.encode(), environ_base=environ
     )
+    return response
+
+
+@blueprint.after_request
+def mark_batch_part(response: Response) -> Response:
+    """Mark the log entry of an inner request, so the log tells HTTP requests from batch parts.
+
+    An after_request hook, as it also runs when a fault answered the part before its route did.
+    """
+    logged = g.get("logged")
+    if logged is not None and request.environ.get(_BATCH_PART):
+        logged.batch_part = True
     return response
 
 

@@ -1,36 +1,93 @@
-"""Run the sandbox app in a background thread (tests, `make run`) or in the foreground."""
+"""Run the sandbox app in a background thread (tests, `make run`) or in the foreground.
+
+With `tls_port`, a second listener serves the same app (and state) over HTTPS with a certificate generated at
+start (sandbox/tls.py) and written to `cert_path`; both listeners serve every route. Clients use plain http
+for Google, Gemini and the control API, and https for Microsoft identity and Graph, whose links point there.
+"""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from sandbox.app import create_app
 from sandbox.state import SandboxState
+from sandbox.tls import tls_context
+
+
+class _NoDelayHandler(WSGIRequestHandler):
+    # Over TLS each write is a record of its own; with Nagle on, the body waits for the ACK of the headers
+    # (delayed by the client), which costs ~10 ms a request on loopback.
+    disable_nagle_algorithm = True
 
 
 class SandboxServer:
-    """A threaded HTTP server for the sandbox on `host:port` (port 0 picks a free one)."""
+    """A threaded HTTP server for the sandbox on `host:port` (port 0 picks a free one), plus optional HTTPS."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, state: SandboxState | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        state: SandboxState | None = None,
+        *,
+        tls_port: int | None = None,
+        cert_path: str | Path | None = None,
+    ) -> None:
+        if tls_port is not None and cert_path is None:
+            raise ValueError("tls_port needs cert_path: the file the sandbox writes its certificate to")
         self.state = state or SandboxState()
         self._server: BaseWSGIServer = make_server(host, port, app=None, threaded=True)  # type: ignore[arg-type]
         self.url = f"http://{host}:{self._server.server_port}"
-        self.app = create_app(self.state, base_url=self.url)
+        self._tls_server: BaseWSGIServer | None = None
+        self.tls_url = ""
+        self.cert_path = Path(cert_path) if cert_path is not None else None
+        if tls_port is not None and self.cert_path is not None:
+            self._tls_server = make_server(
+                host,
+                tls_port,
+                app=None,  # type: ignore[arg-type]
+                threaded=True,
+                request_handler=_NoDelayHandler,
+            )
+            context = tls_context(self.cert_path)
+            # Wrapped here rather than by make_server(ssl_context=...): werkzeug's wrapping does the handshake
+            # inside accept(), on the one serving thread, so a client that connects and stays silent would
+            # stall the listener. Deferred, the handshake runs in the request's own thread.
+            self._tls_server.socket = context.wrap_socket(
+                self._tls_server.socket, server_side=True, do_handshake_on_connect=False
+            )
+            self._tls_server.ssl_context = context  # so the WSGI environ says https
+            self.tls_url = f"https://{host}:{self._tls_server.server_port}"
+        self.app = create_app(self.state, base_url=self.url, tls_base_url=self.tls_url)
         self._server.app = self.app
-        self._thread: threading.Thread | None = None
+        if self._tls_server is not None:
+            self._tls_server.app = self.app
+        self._threads: list[threading.Thread] = []
+
+    def _listeners(self) -> list[BaseWSGIServer]:
+        return [self._server] + ([self._tls_server] if self._tls_server is not None else [])
 
     def start(self) -> SandboxServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="sandbox", daemon=True)
-        self._thread.start()
+        for index, listener in enumerate(self._listeners()):
+            name = "sandbox" if index == 0 else "sandbox-tls"
+            thread = threading.Thread(target=listener.serve_forever, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
         return self
 
     def serve_forever(self) -> None:
+        """Serve in the foreground (the HTTPS listener, if any, in a daemon thread beside it)."""
+        if self._tls_server is not None:
+            thread = threading.Thread(target=self._tls_server.serve_forever, name="sandbox-tls", daemon=True)
+            thread.start()
+            self._threads.append(thread)
         self._server.serve_forever()
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread:
-            self._thread.join(timeout=5)
+        for listener in self._listeners():
+            listener.shutdown()
+            listener.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)

@@ -66,6 +66,8 @@ class LoggedRequest:
     body: str
     status: int | None
     at: float
+    batch_part: bool = False  # an inner request of a Gmail batch, not an HTTP request of its own
+    headers: dict[str, str] = field(default_factory=dict)  # repeated headers joined by ", "; no Authorization
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +78,8 @@ class LoggedRequest:
             "body": self.body,
             "status": self.status,
             "at": self.at,
+            "batch_part": self.batch_part,
+            "headers": self.headers,
         }
 
 
@@ -123,8 +127,10 @@ class SandboxState:
             self.faults = [f for f in self.faults if service and f.service != service]
 
     # Request log --------------------------------------------------------------------------------
-    def record(self, service: str, method: str, path: str, query: str, body: str) -> LoggedRequest:
-        entry = LoggedRequest(service, method, path, query, body, None, time.time())
+    def record(
+        self, service: str, method: str, path: str, query: str, body: str, *, headers: dict[str, str] | None = None
+    ) -> LoggedRequest:
+        entry = LoggedRequest(service, method, path, query, body, None, time.time(), headers=headers or {})
         with self.lock:
             self.log.append(entry)
         return entry

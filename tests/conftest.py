@@ -24,8 +24,16 @@ from tests.factories import UserFactory
 
 @pytest.fixture(scope="session")
 def sandbox_server() -> Iterator[SandboxServer]:
+    """The sandbox on settings.SANDBOX_URL, and over TLS on settings.SANDBOX_TLS_URL (Microsoft, Graph) with
+    its generated certificate written to settings.MICROSOFT_CA_BUNDLE, the file the app trusts."""
     url = urlsplit(settings.SANDBOX_URL)
-    server = SandboxServer(url.hostname or "127.0.0.1", url.port or 0).start()
+    tls_url = urlsplit(settings.SANDBOX_TLS_URL)
+    server = SandboxServer(
+        url.hostname or "127.0.0.1",
+        url.port or 0,
+        tls_port=tls_url.port or 0,
+        cert_path=settings.MICROSOFT_CA_BUNDLE,
+    ).start()
     yield server
     server.stop()
 
@@ -40,10 +48,15 @@ def sandbox(sandbox_server: SandboxServer) -> Iterator[SandboxClient]:
 
 @pytest.fixture(autouse=True)
 def _clean_redis() -> Iterator[None]:
-    """Each test starts with an empty test Redis database (rate-limit counters, broker queue)."""
-    from django.core.cache import cache
+    """Each test starts with no cache entries of this test run (rate-limit counters) and an empty Celery
+    queue. Only this run's keys are removed, so a test run beside another one does not disturb it."""
+    import redis
 
-    cache.clear()
+    connection = redis.Redis.from_url(settings.REDIS_URL)
+    keys = list(connection.scan_iter(match=f"{settings.CACHES['default']['KEY_PREFIX']}:*", count=1000))
+    if keys:
+        connection.delete(*keys)
+    connection.delete(settings.CELERY_TASK_DEFAULT_QUEUE)
     yield
 
 

@@ -233,10 +233,9 @@ class GmailProvider:
             return callback
 
         batch = BatchHttpRequest(batch_uri=settings.GMAIL_BATCH_URI)
+        messages = self._users().messages()  # built once: each build re-reads the API description
         for message_id in ids:
-            batch.add(
-                self._users().messages().get(userId="me", id=message_id, format="full"), callback=collect(message_id)
-            )
+            batch.add(messages.get(userId="me", id=message_id, format="full"), callback=collect(message_id))
         try:
             batch.execute()
         except (HttpError, RefreshError, *_TRANSPORT_ERRORS) as error:

@@ -1,0 +1,1 @@
+"""Repeatable measurements; each prints its figures (see README.md)."""

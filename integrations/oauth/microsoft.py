@@ -1,0 +1,122 @@
+"""Connecting Outlook: Microsoft identity through MSAL's auth-code flow (PKCE, nonce, state), only the
+Mail.Read and User.Read scopes, and one MSAL token cache per mailbox, encrypted at rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msal
+import requests
+from django.conf import settings
+from django.contrib.sessions.backends.base import SessionBase
+
+from integrations.oauth.google import OAuthError
+from integrations.providers.base import ProviderAuthError, ProviderUnavailable
+from integrations.providers.outlook import graph_session
+
+SESSION_KEY = "microsoft_oauth"
+# Errors of a refresh that only the person can fix, by signing in again.
+REAUTH_ERRORS = {"invalid_grant", "interaction_required", "invalid_client", "unauthorized_client", "consent_required"}
+
+
+def redirect_uri() -> str:
+    return f"{settings.SITE_URL}/integrations/microsoft/callback"
+
+
+def msal_app(cache: msal.SerializableTokenCache | None = None) -> msal.ConfidentialClientApplication:
+    return msal.ConfidentialClientApplication(
+        settings.MICROSOFT_CLIENT_ID,
+        client_credential=settings.MICROSOFT_CLIENT_SECRET,
+        authority=settings.MICROSOFT_AUTHORITY,
+        token_cache=cache,
+        http_client=graph_session(),  # our session: it trusts exactly the configured CA bundle
+        # Authority validation asks login.microsoftonline.com about the host; for the sandbox that host
+        # is ours, and for the real authority the answer is known in advance.
+        instance_discovery=False if settings.MICROSOFT_SIMULATED else None,
+        timeout=settings.GRAPH_HTTP_TIMEOUT_S,
+    )
+
+
+class MicrosoftOAuthFlow:
+    """Two named steps of one connect: the consent URL, then the token cache from the callback."""
+
+    def __init__(self, session: SessionBase) -> None:
+        self.session = session
+
+    def get_authorization_url(self, *, login_hint: str = "") -> str:
+        flow = msal_app().initiate_auth_code_flow(
+            scopes=settings.MICROSOFT_SCOPES,
+            redirect_uri=redirect_uri(),
+            login_hint=login_hint or None,
+            # a plain redirect: a cross-site form_post would arrive without our SameSite=Lax session cookie
+            response_mode="query",
+        )
+        self.session[SESSION_KEY] = flow
+        return str(flow["auth_uri"])
+
+    def get_token_cache(self, *, params: dict[str, str]) -> tuple[str, str, str]:
+        """(serialised MSAL cache, home account id, access token) for the account that just signed in."""
+        flow = self.session.pop(SESSION_KEY, None)
+        if not flow:
+            raise OAuthError("This sign-in link has expired. Start connecting Outlook again.", code="oauth_no_session")
+        if params.get("error"):
+            raise OAuthError("Outlook was not connected: access was not granted.", code="oauth_denied")
+        cache = msal.SerializableTokenCache()
+        try:
+            result = msal_app(cache).acquire_token_by_auth_code_flow(flow, params, scopes=settings.MICROSOFT_SCOPES)
+        except ValueError as exc:  # state mismatch or missing code: not the answer to our request
+            raise OAuthError("This sign-in answer does not match your request. Try again.", code="oauth_state") from exc
+        except (RuntimeError, requests.RequestException) as exc:
+            raise OAuthError(
+                "Microsoft refused the sign-in. Try connecting Outlook again.", code="oauth_token_refused"
+            ) from exc
+        if "access_token" not in result:
+            raise OAuthError("Microsoft refused the sign-in. Try connecting Outlook again.", code="oauth_token_refused")
+        granted = {s.rsplit("/", 1)[-1].lower() for s in str(result.get("scope", "")).split()}
+        if "mail.read" not in granted:
+            raise OAuthError("Tasklift needs read access to your mail; it was not granted.", code="oauth_scope")
+        accounts = msal_app(cache).get_accounts()
+        if not accounts:
+            raise OAuthError("Microsoft did not say which account signed in. Try again.", code="oauth_no_account")
+        return cache.serialize(), str(accounts[0]["home_account_id"]), str(result["access_token"])
+
+
+class MicrosoftTokenSource:
+    """Access tokens for one mailbox from its MSAL cache: cached while valid, refreshed silently.
+
+    A refresh only the person can fix raises ProviderAuthError (the mailbox then needs reconnecting);
+    a network failure raises ProviderUnavailable.
+    """
+
+    def __init__(self, credentials: dict[str, Any]) -> None:
+        self.cache = msal.SerializableTokenCache()
+        self.cache.deserialize(credentials.get("msal_cache"))
+        self.home_account_id = credentials.get("home_account_id", "")
+        self._app: msal.ConfidentialClientApplication | None = None
+
+    def __call__(self) -> str:
+        if self._app is None:
+            try:
+                self._app = msal_app(self.cache)
+            except (ValueError, requests.RequestException) as exc:
+                raise ProviderUnavailable("Microsoft sign-in cannot be reached right now.") from exc
+        account = next((a for a in self._app.get_accounts() if a.get("home_account_id") == self.home_account_id), None)
+        if account is None:
+            raise ProviderAuthError("Tasklift has no sign-in for this Outlook mailbox any more. Connect it again.")
+        try:
+            result = self._app.acquire_token_silent_with_error(settings.MICROSOFT_SCOPES, account=account)
+        except requests.RequestException as exc:
+            raise ProviderUnavailable("Microsoft sign-in cannot be reached right now.") from exc
+        if result and "access_token" in result:
+            return str(result["access_token"])
+        error = (result or {}).get("error", "no_token")
+        if error in REAUTH_ERRORS or result is None:
+            raise ProviderAuthError("Microsoft refused to renew Tasklift's access to Outlook. Connect it again.")
+        raise ProviderUnavailable(f"Microsoft sign-in failed for now ({error}).")
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.cache.has_state_changed)
+
+    def dump(self) -> dict[str, Any]:
+        return {"msal_cache": self.cache.serialize(), "home_account_id": self.home_account_id}

@@ -1,0 +1,325 @@
+"""Outlook through Microsoft Graph over `requests`: inbox message delta for the delta (it brings the bodies
+along), JSON $batch of messages by id for the rest.
+
+Everything Graph-specific stays here: callers get `Delta`/`Email` and the typed errors of base.py.
+The cursor is a Graph delta URL: the first one is built here (`initial_cursor`), every later one is the
+`@odata.deltaLink` Graph handed out. An instance holds one requests.Session: use one provider per job.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+from urllib.parse import quote, urlencode, urlsplit
+
+import requests
+from django.conf import settings
+
+from integrations.mail.mime import html_to_text
+from integrations.providers.base import (
+    CursorExpired,
+    Delta,
+    Email,
+    ProviderAuthError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderUnavailable,
+)
+
+logger = logging.getLogger(__name__)
+
+# Only what Email needs: Graph then sends neither recipients nor the rest of the message.
+MESSAGE_FIELDS = ("subject", "from", "receivedDateTime", "body", "webLink", "conversationId")
+MAX_DELTA_PAGES = 1000  # a nextLink chain longer than this is a loop, not a mailbox
+MAX_RETRY_SLEEP_S = 30.0  # a longer Retry-After goes back to the caller rather than holding a worker
+BATCH_SIZE = 20  # Graph's limit per JSON batch
+_RESYNC_CODES = {"syncstatenotfound", "resyncrequired", "syncstateinvalid", "errorinvalidsyncstatedata"}
+_RETRYABLE = (429, 503)
+
+
+def graph_session() -> requests.Session:
+    """A Session that trusts settings.MICROSOFT_CA_BUNDLE when it is set, never `verify=False`.
+
+    trust_env is turned off with it: a REQUESTS_CA_BUNDLE in the environment would otherwise override
+    Session.verify (reference §0), and the sandbox's certificate is in no system bundle.
+    """
+    session = requests.Session()
+    if settings.MICROSOFT_CA_BUNDLE:
+        session.trust_env = False
+        session.verify = settings.MICROSOFT_CA_BUNDLE
+    return session
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return max(float(value), 0.0) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: rare from Graph; the caller's backoff will do
+
+
+def _error_code(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("code", "")) if isinstance(error, dict) else ""
+
+
+class OutlookProvider:
+    """A connected Outlook mailbox (MailProvider).
+
+    `access_token` is called before every request, so it can refresh (MSAL's acquire_token_silent); when the
+    refresh is refused it raises ProviderAuthError, which goes through as is. It stays reachable as
+    `provider.access_token`, so the caller can save what a refresh changed. `address` is the mailbox, if known.
+    """
+
+    provider = "outlook"
+
+    def __init__(self, access_token: Callable[[], str], *, address: str | None = None) -> None:
+        self.access_token = access_token
+        self.address = address
+        self._session = graph_session()
+        self._endpoint = settings.GRAPH_API_ENDPOINT.rstrip("/")
+
+    # MailProvider ------------------------------------------------------------------------------------
+    def initial_cursor(self, since: datetime) -> str:
+        """The first delta URL: inbox mail received since `since`. Not fetched here: the first
+        fetch_delta GETs it, which gives the backfill and the first deltaLink."""
+        if since.tzinfo is None:
+            since = since.replace(tzinfo=UTC)
+        query = urlencode(
+            {
+                "$select": ",".join(MESSAGE_FIELDS),
+                "$filter": f"receivedDateTime ge {since.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}",
+            },
+            quote_via=quote,
+            safe="$,:",
+        )
+        return f"{self._endpoint}/me/mailFolders/inbox/messages/delta?{query}"
+
+    def current_cursor(self) -> str:
+        return self.initial_cursor(datetime.now(UTC))
+
+    def account_address(self) -> str:
+        me = self._request("GET", f"{self._endpoint}/me")
+        return str(me.get("mail") or me.get("userPrincipalName") or "")
+
+    def fetch_delta(self, cursor: str) -> Delta:
+        """Every inbox message new or changed since `cursor`, over all pages, oldest first. Saves nothing.
+
+        A message that comes back only because it was read or flagged is listed too (the pipeline's ledger
+        drops what it has seen); removed ones are not.
+        """
+        self._check_url(cursor, expired_if_foreign=True)
+        found: dict[str, Email | None] = {}
+        url = cursor
+        for _ in range(MAX_DELTA_PAGES):
+            page = self._request("GET", url, prefer=self._prefer(page_size=True))
+            for item in page.get("value") or []:
+                if not isinstance(item, dict) or not item.get("id"):
+                    continue
+                message_id = str(item["id"])
+                if "@removed" in item:
+                    found.pop(message_id, None)  # added, then removed in the same round: nothing to read
+                    continue
+                found[message_id] = self._email(item) if {"receivedDateTime", "body"} <= item.keys() else None
+            delta_link = page.get("@odata.deltaLink")
+            if delta_link:
+                self._check_url(str(delta_link))
+                return self._delta(found, str(delta_link))
+            next_link = page.get("@odata.nextLink")
+            if not next_link:
+                raise ProviderUnavailable("Outlook ended a sync without a link to continue from; syncing will retry.")
+            url = str(next_link)
+            self._check_url(url)
+        raise ProviderUnavailable(
+            f"Outlook kept sending more pages ({MAX_DELTA_PAGES}) without finishing a sync; syncing will retry."
+        )
+
+    def fetch_emails(self, message_ids: list[str]) -> list[Email]:
+        """The messages in the order given (repeats dropped), in $batch requests of at most 20; one deleted
+        meanwhile (404) is left out."""
+        wanted = list(dict.fromkeys(message_ids))
+        found: dict[str, Email] = {}
+        for start in range(0, len(wanted), BATCH_SIZE):
+            found.update(self._fetch_batch(wanted[start : start + BATCH_SIZE]))
+        return [found[m] for m in wanted if m in found]
+
+    # Internals ----------------------------------------------------------------------------------------
+    @staticmethod
+    def _delta(found: dict[str, Email | None], delta_link: str) -> Delta:
+        # Graph does not promise an order: oldest first by receivedDateTime, arrival order among equals
+        # (an item without its fields, which Graph may send for an update, keeps its place at the end).
+        latest = datetime.max.replace(tzinfo=UTC)
+        ranked = sorted(
+            enumerate(found.items()), key=lambda pair: (pair[1][1].received_at if pair[1][1] else latest, pair[0])
+        )
+        ids = [message_id for _, (message_id, _email) in ranked]
+        prefetched = {m: email for m, email in found.items() if email is not None}
+        return Delta(message_ids=ids, new_cursor=delta_link, prefetched=prefetched)
+
+    def _check_url(self, url: str, *, expired_if_foreign: bool = False) -> None:
+        """Only ever send the token to the Graph endpoint (a cursor or link elsewhere is not followed)."""
+        target, endpoint = urlsplit(url), urlsplit(self._endpoint)
+        if (target.scheme, target.netloc) != (endpoint.scheme, endpoint.netloc):
+            if expired_if_foreign:
+                raise CursorExpired("The saved Outlook sync position is not a Graph link; a full resync is needed.")
+            raise ProviderError(f"Outlook sent a link to another host ({target.netloc}); it was not followed.")
+
+    @staticmethod
+    def _prefer(*, page_size: bool = False) -> str:
+        # Immutable ids stay the same when a message moves; the header applies only to the request that
+        # carries it, so it goes on every one.
+        prefer = ['IdType="ImmutableId"', 'outlook.body-content-type="text"']
+        if page_size:
+            prefer.insert(0, f"odata.maxpagesize={settings.GRAPH_PAGE_SIZE}")
+        return ", ".join(prefer)
+
+    def _request(
+        self, method: str, url: str, *, prefer: str | None = None, json: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One Graph call, retried on 429/503 honouring Retry-After; the answer's JSON or a typed error."""
+        headers = {"Prefer": prefer or self._prefer(), "Accept": "application/json"}
+        for attempt in range(settings.GRAPH_MAX_RETRIES + 1):
+            headers["Authorization"] = f"Bearer {self.access_token()}"
+            try:
+                response = self._session.request(
+                    method, url, headers=headers, json=json, timeout=settings.GRAPH_HTTP_TIMEOUT_S
+                )
+            except requests.Timeout as error:
+                raise ProviderUnavailable("Outlook did not answer in time; syncing will retry.") from error
+            except requests.RequestException as error:  # refused, reset, TLS failure
+                raise ProviderUnavailable("Outlook could not be reached; syncing will retry.") from error
+            if response.status_code in _RETRYABLE and attempt < settings.GRAPH_MAX_RETRIES:
+                wait = _retry_after(response)
+                wait = wait if wait is not None else float(2**attempt)
+                if wait <= MAX_RETRY_SLEEP_S:
+                    logger.info("graph answered %s; retrying in %.1f s", response.status_code, wait)
+                    time.sleep(wait)
+                    continue
+            if response.status_code >= 400:
+                self._raise_for(response)
+            try:
+                body = response.json()
+            except ValueError as error:
+                raise ProviderUnavailable("Outlook sent an answer that is not JSON; syncing will retry.") from error
+            return body if isinstance(body, dict) else {}
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    @staticmethod
+    def _raise_for(response: requests.Response) -> NoReturn:
+        status, code = response.status_code, _error_code(response)
+        if status == 410 or code.lower() in _RESYNC_CODES:
+            raise CursorExpired("Outlook no longer has the sync state of the last sync; a full resync is needed.")
+        raise _status_error(status, code, _retry_after(response))
+
+    def _fetch_batch(self, ids: list[str]) -> dict[str, Email]:
+        """One $batch for `ids`; parts answered 429/503 are sent again (as their own smaller batch)."""
+        found: dict[str, Email] = {}
+        pending = list(ids)
+        for attempt in range(settings.GRAPH_MAX_RETRIES + 1):
+            parts = [
+                {
+                    "id": str(index),
+                    "method": "GET",
+                    "url": f"/me/messages/{quote(message_id, safe='')}?$select={','.join(MESSAGE_FIELDS)}",
+                    "headers": {"Prefer": self._prefer()},
+                }
+                for index, message_id in enumerate(pending)
+            ]
+            answer = self._request("POST", f"{self._endpoint}/$batch", json={"requests": parts})
+            retry: list[str] = []
+            waits: list[float] = []
+            failures: list[ProviderError] = []
+            for part in answer.get("responses") or []:
+                index = int(part.get("id", -1)) if str(part.get("id", "")).isdigit() else -1
+                if not 0 <= index < len(pending):
+                    continue
+                status, body = int(part.get("status", 0)), part.get("body")
+                if status == 200 and isinstance(body, dict):
+                    found[pending[index]] = self._email(body)
+                elif status == 404:
+                    continue  # deleted since the delta: leave it out
+                elif status in _RETRYABLE:
+                    retry.append(pending[index])
+                    headers = {str(k).lower(): str(v) for k, v in (part.get("headers") or {}).items()}
+                    try:
+                        waits.append(float(headers.get("retry-after", "")))
+                    except ValueError:
+                        waits.append(float(2**attempt))
+                    failures.append(_status_error(status, _part_code(body), max(waits)))
+                else:
+                    failures.append(_status_error(status, _part_code(body), None))
+            hard = [f for f in failures if not isinstance(f, ProviderRateLimited | ProviderUnavailable)]
+            if hard:
+                raise _worst(hard)
+            if not retry:
+                break
+            wait = max(waits) if waits else 1.0
+            if attempt == settings.GRAPH_MAX_RETRIES or wait > MAX_RETRY_SLEEP_S:
+                raise _worst(failures)
+            logger.info("graph batch: %d parts throttled; retrying them in %.1f s", len(retry), wait)
+            time.sleep(wait)
+            pending = retry
+        logger.debug("graph batch fetched %d of %d messages", len(found), len(ids))
+        return found
+
+    def _email(self, message: dict[str, Any]) -> Email:
+        sender = (message.get("from") or message.get("sender") or {}).get("emailAddress") or {}
+        name, address = str(sender.get("name") or ""), str(sender.get("address") or "")
+        body = message.get("body") or {}
+        content = str(body.get("content") or "")
+        text = html_to_text(content) if str(body.get("contentType", "")).lower() == "html" else content
+        received = message.get("receivedDateTime")
+        received_at = datetime.fromisoformat(str(received)) if received else datetime.now(UTC)
+        if received_at.tzinfo is None:
+            received_at = received_at.replace(tzinfo=UTC)
+        message_id = str(message["id"])
+        return Email(
+            provider=self.provider,
+            message_id=message_id,
+            thread_id=str(message.get("conversationId") or message_id),
+            sender=f"{name} <{address}>" if name and name != address else address,
+            subject=str(message.get("subject") or ""),
+            received_at=received_at,
+            body_text=text.replace("\r\n", "\n").strip(),
+            web_link=str(message.get("webLink") or self._web_link(message_id)),
+        )
+
+    @staticmethod
+    def _web_link(message_id: str) -> str:
+        item = quote(message_id, safe="")
+        return f"https://outlook.office365.com/owa/?ItemID={item}&exvsurl=1&viewmodel=ReadMessageItem"
+
+
+def _part_code(body: Any) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("code", "")) if isinstance(error, dict) else ""
+
+
+def _status_error(status: int, code: str, retry_after: float | None) -> ProviderError:
+    """The typed error for a Graph status (410 is handled by the caller: only a delta can expire)."""
+    if status == 429:
+        return ProviderRateLimited("Outlook asks us to slow down; syncing resumes shortly.", retry_after)
+    if status in (401, 403):
+        return ProviderAuthError("Outlook no longer accepts Tasklift's access. Reconnect Outlook to continue.")
+    if status >= 500:
+        return ProviderUnavailable("Outlook is not answering right now; syncing will retry.")
+    return ProviderError(f"Outlook refused a request (HTTP {status}{f', {code}' if code else ''}).")
+
+
+def _worst(errors: list[ProviderError]) -> ProviderError:
+    """Auth beats rate limiting beats the rest: it decides what the caller must do."""
+    for kind in (ProviderAuthError, ProviderRateLimited, ProviderUnavailable):
+        chosen = [e for e in errors if isinstance(e, kind)]
+        if chosen:
+            if isinstance(chosen[0], ProviderRateLimited):
+                waits = [e.retry_after for e in chosen if isinstance(e, ProviderRateLimited) and e.retry_after]
+                return ProviderRateLimited(chosen[0].message, max(waits) if waits else None)
+            return chosen[0]
+    return errors[0]

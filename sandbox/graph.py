@@ -1,0 +1,1052 @@
+"""Microsoft Graph v1.0 mail, as far as Tasklift reads it (reference §B): /me, inbox message delta, messages by
+id and JSON $batch. Served under /v1.0 on the sandbox's HTTPS listener; the links it hands out point there.
+
+Delta works like Graph's: the query options of the first request ($select, $filter on receivedDateTime) are
+encoded in the state tokens, so later requests just replay the absolute `@odata.nextLink` (…?$skiptoken=) and
+`@odata.deltaLink` (…?$deltatoken=). A round's items are snapshotted when its first page is asked for, so mail
+arriving while a client pages lands in the next round. A deltaLink round returns what changed since: new
+messages, messages whose isRead or flag changed (again, with the selected fields) and `@removed` entries for
+deleted or moved-out ones. Expiring a mailbox's delta state (control route) makes every older token a 410.
+
+Ids: every message has one key, shown as an immutable id ("AAkALg…") when the request says
+`Prefer: IdType="ImmutableId"` and as a REST id ("AAMkAG…") otherwise, so a test can tell the header was
+honoured; both forms open the message.
+
+$batch parts are dispatched through the whole app (a WSGI call in a fresh context), so each inner request is
+logged (marked `batch_part`) and fault-checked as "GET /v1.0/me/messages/ID?$select=…", like a Gmail batch part.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextvars
+import email
+import email.policy
+import html
+import json
+import re
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from email.utils import getaddresses, parseaddr, parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote
+
+from flask import Blueprint, Response, current_app, g, request
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sandbox.app import json_response, sandbox_state
+from sandbox.control import ControlError, control_route, parse_body
+from sandbox.microsoft import access_token_lookup, account_oid, display_name, tls_base_url
+from sandbox.state import SandboxState
+
+blueprint = Blueprint("graph", __name__, url_prefix="/v1.0")
+
+MAX_BATCH_REQUESTS = 20
+DEFAULT_PAGE_SIZE = 10
+MAX_PAGE_SIZE = 1000
+KEPT_SNAPSHOTS = 256  # rounds whose skip tokens still work (per mailbox); older ones answer 410
+IMMUTABLE_PREFIX = "AAkALgAAAAAAHYQDEapmEc2byACqAC-EWg0A"
+REST_PREFIX = "AAMkAGVmMDEzMTM4LTZmYWUtNDdkNC1hMDZiLTU1OGY5OTZhYmY4OABGAAAAAA"
+CONVERSATION_PREFIX = "AAQkAGVmMDEzMTM4LTZmYWUtNDdkNC1hMDZiLTU1OGY5OTZhYmY4OAAQA"
+WELL_KNOWN_FOLDERS = frozenset(
+    {"inbox", "drafts", "sentitems", "deleteditems", "junkemail", "archive", "outbox", "clutter"}
+)
+FLAG_STATUSES = ("notFlagged", "flagged", "complete")
+_BATCH_PART = "sandbox.graph_batch_part"  # WSGI environ key of an inner request of a $batch
+_ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_FILTER = re.compile(r"^\s*receivedDateTime\s+(ge|gt)\s+(\S+)\s*$", re.IGNORECASE)
+_DELTA_PATH = re.compile(r"^mailfolders(?:/([^/()']+)|\('([^']+)'\))/messages/delta$", re.IGNORECASE)
+_MESSAGE_PATH = re.compile(r"^messages(?:/([^/()']+)|\('([^']+)'\))$", re.IGNORECASE)
+
+
+# Storage ---------------------------------------------------------------------------------------------
+@dataclass
+class GraphMessage:
+    key: str
+    subject: str
+    sender: tuple[str, str]  # (name, address)
+    to: list[tuple[str, str]]
+    cc: list[tuple[str, str]]
+    received: datetime
+    sent: datetime
+    body_type: str  # "html" | "text", as it was delivered
+    body: str
+    internet_message_id: str
+    conversation_key: str
+    has_attachments: bool
+    created_seq: int
+    changed_seq: int
+    change_key: str
+    modified: datetime
+    is_read: bool = False
+    flag: str = "notFlagged"
+
+
+@dataclass
+class Snapshot:
+    """The items of one delta round, fixed when its first page was asked for; `upto` is its watermark."""
+
+    entries: list[tuple[str, bool]]  # (message key, removed)
+    upto: int
+
+
+@dataclass
+class OutlookMailbox:
+    address: str
+    display_name: str
+    inbox_id: str
+    messages: dict[str, GraphMessage] = field(default_factory=dict)
+    removed: dict[str, tuple[int, GraphMessage]] = field(default_factory=dict)  # key -> (seq, last state)
+    seq: int = 0  # rises on every change; delta tokens carry the value they saw
+    generation: int = 1  # the delta state's generation: older tokens answer 410
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+
+
+def _mailboxes(state: SandboxState) -> dict[str, OutlookMailbox]:
+    mailboxes: dict[str, OutlookMailbox] = state.data.setdefault("graph", {})
+    return mailboxes
+
+
+def mailbox_addresses(state: SandboxState) -> list[str]:
+    with state.lock:
+        return list(_mailboxes(state))
+
+
+def mailbox_ensure(state: SandboxState, address: str, name: str | None = None) -> OutlookMailbox:
+    """The Outlook mailbox of `address`, created empty if missing (every Microsoft account has one)."""
+    address = address.lower()
+    with state.lock:
+        mailboxes = _mailboxes(state)
+        if address not in mailboxes:
+            inbox_id = "AQMkADAwATM0MDAAMS1iNTcwLWI2NTEtMDACLTAwCgAuAAAD" + _key(24)
+            mailboxes[address] = OutlookMailbox(address, name or display_name(address), inbox_id)
+        return mailboxes[address]
+
+
+def _key(length: int = 32) -> str:
+    return secrets.token_urlsafe(length)[:length].replace("-", "A").replace("_", "B")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _change_key() -> str:
+    return "CQAAABYAAAA" + _key(20)
+
+
+def message_add(
+    state: SandboxState,
+    address: str,
+    *,
+    subject: str,
+    sender: tuple[str, str],
+    body: str,
+    body_type: str,
+    to: list[tuple[str, str]] | None = None,
+    cc: list[tuple[str, str]] | None = None,
+    received: datetime | None = None,
+    sent: datetime | None = None,
+    internet_message_id: str | None = None,
+    in_reply_to: list[str] | None = None,
+    has_attachments: bool = False,
+    is_read: bool = False,
+) -> GraphMessage:
+    """Deliver a message into the inbox of `address` (created if missing); it shows in the next delta round."""
+    received = (received or _now()).astimezone(UTC).replace(microsecond=0)
+    with state.lock:
+        mailbox = mailbox_ensure(state, address)
+        conversation = None
+        for earlier in mailbox.messages.values():
+            if in_reply_to and earlier.internet_message_id in in_reply_to:
+                conversation = earlier.conversation_key
+                break
+        mailbox.seq += 1
+        key = _key()
+        message = GraphMessage(
+            key=key,
+            subject=subject,
+            sender=sender,
+            to=list(to or [(mailbox.display_name, mailbox.address)]),
+            cc=list(cc or []),
+            received=received,
+            sent=(sent or received).astimezone(UTC).replace(microsecond=0),
+            body_type=body_type,
+            body=body,
+            internet_message_id=internet_message_id or f"<{uuid.uuid4().hex}@sandbox.outlook.test>",
+            conversation_key=conversation or _key(),
+            has_attachments=has_attachments,
+            created_seq=mailbox.seq,
+            changed_seq=mailbox.seq,
+            change_key=_change_key(),
+            modified=_now(),
+            is_read=is_read,
+        )
+        mailbox.messages[key] = message
+        return message
+
+
+def _address_pair(value: str) -> tuple[str, str]:
+    name, address = parseaddr(value)
+    return name, address or value
+
+
+def message_deliver_rfc822(
+    state: SandboxState, address: str, raw: bytes, *, received: datetime | None = None, is_read: bool = False
+) -> GraphMessage:
+    """Deliver an RFC 822 message as Graph stores it: the HTML alternative as an html body when there is one,
+    else the text one. receivedDateTime is `received`, else the Date header, else now."""
+    parsed = email.message_from_bytes(raw, policy=email.policy.default)
+    assert isinstance(parsed, EmailMessage)
+    part = parsed.get_body(preferencelist=("html", "plain"))
+    body, body_type = "", "text"
+    if part is not None:
+        try:
+            body = str(part.get_content())
+        except (LookupError, ValueError):  # an unknown charset: undecoded text is what Outlook would show
+            payload = part.get_payload(decode=True)
+            body = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+        body_type = "html" if part.get_content_type() == "text/html" else "text"
+    date: datetime | None = None
+    if parsed.get("Date"):
+        try:
+            date = parsedate_to_datetime(str(parsed["Date"]))
+        except (TypeError, ValueError):
+            date = None
+        if date is not None and date.tzinfo is None:
+            date = date.replace(tzinfo=UTC)
+    references = f"{parsed.get('In-Reply-To', '')} {parsed.get('References', '')}".split()
+    return message_add(
+        state,
+        address,
+        subject=str(parsed.get("Subject", "")),
+        sender=_address_pair(str(parsed.get("From", ""))),
+        to=[(n, a) for n, a in getaddresses([str(v) for v in parsed.get_all("To", [])]) if a] or None,
+        cc=[(n, a) for n, a in getaddresses([str(v) for v in parsed.get_all("Cc", [])]) if a],
+        body=body,
+        body_type=body_type,
+        received=received or date,
+        sent=date,
+        internet_message_id=str(parsed.get("Message-ID", "")).strip() or None,
+        in_reply_to=references,
+        has_attachments=any(True for _ in parsed.iter_attachments()),
+        is_read=is_read,
+    )
+
+
+def _find(mailbox: OutlookMailbox, message_id: str) -> GraphMessage | None:
+    key = message_key(message_id)
+    return mailbox.messages.get(key) if key else None
+
+
+def messages_update(
+    state: SandboxState, address: str, ids: list[str], *, is_read: bool | None = None, flag: str | None = None
+) -> int:
+    """Change isRead and/or the flag of messages (by either id form); each change shows in the next delta."""
+    with state.lock:
+        mailbox = _mailboxes(state)[address.lower()]
+        found = [_find(mailbox, i) for i in ids]
+        missing = [i for i, m in zip(ids, found, strict=True) if m is None]
+        if missing:
+            raise KeyError(missing[0])
+        for message in found:
+            assert message is not None
+            mailbox.seq += 1
+            if is_read is not None:
+                message.is_read = is_read
+            if flag is not None:
+                message.flag = flag
+            message.changed_seq = mailbox.seq
+            message.change_key = _change_key()
+            message.modified = _now()
+        return len(found)
+
+
+def messages_remove(state: SandboxState, address: str, ids: list[str]) -> int:
+    """Delete messages or move them out of the inbox: the next delta lists them as @removed."""
+    with state.lock:
+        mailbox = _mailboxes(state)[address.lower()]
+        found = [_find(mailbox, i) for i in ids]
+        missing = [i for i, m in zip(ids, found, strict=True) if m is None]
+        if missing:
+            raise KeyError(missing[0])
+        for message in found:
+            assert message is not None
+            mailbox.seq += 1
+            del mailbox.messages[message.key]
+            mailbox.removed[message.key] = (mailbox.seq, message)
+        return len(found)
+
+
+def delta_expire(state: SandboxState, address: str) -> int:
+    """Drop the mailbox's delta state: every earlier skip or delta token now answers 410 SyncStateNotFound."""
+    with state.lock:
+        mailbox = _mailboxes(state)[address.lower()]
+        mailbox.generation += 1
+        mailbox.snapshots.clear()
+        return mailbox.generation
+
+
+# Ids and rendering -------------------------------------------------------------------------------------
+def message_id(key: str, *, immutable: bool) -> str:
+    return f"{IMMUTABLE_PREFIX if immutable else REST_PREFIX}{key}"
+
+
+def message_key(message_id: str) -> str | None:
+    for prefix in (IMMUTABLE_PREFIX, REST_PREFIX):
+        if message_id.startswith(prefix) and len(message_id) > len(prefix):
+            return message_id[len(prefix) :]
+    return None
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _recipient(pair: tuple[str, str]) -> dict[str, Any]:
+    return {"emailAddress": {"name": pair[0] or pair[1], "address": pair[1]}}
+
+
+def html_to_text(markup: str) -> str:
+    """Roughly what Outlook's text rendering of an HTML body gives: blocks on their own lines, no tags."""
+    text = re.sub(r"(?is)<(style|script|head)\b.*?</\1\s*>", "", markup)
+    text = re.sub(r"(?i)<br\s*/?>", "\n", text)
+    text = re.sub(r"(?i)</(p|div|li|tr|h[1-6]|table|blockquote)\s*>", "\n", text)
+    text = re.sub(r"(?i)<li\b[^>]*>", "- ", text)
+    text = html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\xa0", " ")
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _text_to_html(text: str) -> str:
+    escaped = html.escape(text).replace("\n", "<br>\r\n")
+    head = '<head>\r\n<meta http-equiv="Content-Type" content="text/html; charset=utf-8"></head>'
+    return f"<html>{head}<body>{escaped}</body></html>"
+
+
+def _web_link(key: str) -> str:
+    # Graph's webLink carries the REST id whatever IdType the request asked for.
+    item_id = quote(message_id(key, immutable=False), safe="")
+    return f"https://outlook.office365.com/owa/?ItemID={item_id}&exvsurl=1&viewmodel=ReadMessageItem"
+
+
+MESSAGE_FIELDS = (
+    "createdDateTime",
+    "lastModifiedDateTime",
+    "changeKey",
+    "categories",
+    "receivedDateTime",
+    "sentDateTime",
+    "hasAttachments",
+    "internetMessageId",
+    "subject",
+    "bodyPreview",
+    "importance",
+    "parentFolderId",
+    "conversationId",
+    "isDeliveryReceiptRequested",
+    "isReadReceiptRequested",
+    "isRead",
+    "isDraft",
+    "webLink",
+    "inferenceClassification",
+    "body",
+    "sender",
+    "from",
+    "toRecipients",
+    "ccRecipients",
+    "bccRecipients",
+    "replyTo",
+    "flag",
+)
+_FIELD_NAMES = {name.lower(): name for name in ("id", *MESSAGE_FIELDS)}
+
+
+def message_resource(
+    mailbox: OutlookMailbox, message: GraphMessage, *, select: list[str] | None, immutable: bool, body_format: str
+) -> dict[str, Any]:
+    """The Graph message resource; `select` (canonical names) limits it to id, @odata.etag and those fields."""
+    wanted = set(select) if select else set(MESSAGE_FIELDS)
+    text = message.body if message.body_type == "text" else html_to_text(message.body)
+    values: dict[str, Any] = {
+        "createdDateTime": _iso(message.received),
+        "lastModifiedDateTime": _iso(message.modified),
+        "changeKey": message.change_key,
+        "categories": [],
+        "receivedDateTime": _iso(message.received),
+        "sentDateTime": _iso(message.sent),
+        "hasAttachments": message.has_attachments,
+        "internetMessageId": message.internet_message_id,
+        "subject": message.subject,
+        "bodyPreview": " ".join(text.split())[:255],
+        "importance": "normal",
+        "parentFolderId": mailbox.inbox_id,
+        "conversationId": CONVERSATION_PREFIX + message.conversation_key,
+        "isDeliveryReceiptRequested": False,
+        "isReadReceiptRequested": False,
+        "isRead": message.is_read,
+        "isDraft": False,
+        "webLink": _web_link(message.key),
+        "inferenceClassification": "focused",
+        "sender": _recipient(message.sender),
+        "from": _recipient(message.sender),
+        "toRecipients": [_recipient(r) for r in message.to],
+        "ccRecipients": [_recipient(r) for r in message.cc],
+        "bccRecipients": [],
+        "replyTo": [],
+        "flag": {"flagStatus": message.flag},
+    }
+    if "body" in wanted:
+        if body_format == "text" and message.body_type == "html":
+            values["body"] = {"contentType": "text", "content": text}
+        elif body_format == "html" and message.body_type == "text":
+            values["body"] = {"contentType": "html", "content": _text_to_html(message.body)}
+        else:
+            values["body"] = {"contentType": message.body_type, "content": message.body}
+    resource: dict[str, Any] = {
+        "@odata.etag": f'W/"{message.change_key}"',
+        "id": message_id(message.key, immutable=immutable),
+    }
+    resource.update({name: values[name] for name in MESSAGE_FIELDS if name in wanted})
+    return resource
+
+
+# Errors, auth and preferences -------------------------------------------------------------------------
+class GraphError(Exception):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    """Graph's error shape: {"error": {"code", "message", "innerError": {date, request-id, client-request-id}}}."""
+    request_id = g.get("graph_request_id") or str(uuid.uuid4())
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "innerError": {
+                "date": _iso(_now()),
+                "request-id": request_id,
+                "client-request-id": request.headers.get("client-request-id", request_id),
+            },
+        }
+    }
+
+
+@blueprint.errorhandler(GraphError)
+def graph_error(error: GraphError) -> Response:
+    return json_response(error_body(error.code, error.message), error.status, error.headers)
+
+
+def _bad_request(message: str, code: str = "BadRequest") -> GraphError:
+    return GraphError(400, code, message)
+
+
+def _not_found() -> GraphError:
+    return GraphError(404, "ErrorItemNotFound", "The specified object was not found in the store.")
+
+
+def _mailbox() -> OutlookMailbox:
+    """The mailbox the request's Bearer token opens, or Graph's 401."""
+    header = request.headers.get("Authorization", "")
+    token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+    challenge = {
+        "WWW-Authenticate": 'Bearer realm="", authorization_uri="https://login.microsoftonline.com/common/oauth2/'
+        'authorize", client_id="00000003-0000-0000-c000-000000000000"'
+    }
+    if not token:
+        raise GraphError(401, "InvalidAuthenticationToken", "Access token is empty.", challenge)
+    st = sandbox_state()
+    address, why = access_token_lookup(st, token)
+    if address is None:
+        message = (
+            "Lifetime validation failed, the token is expired."
+            if why == "expired"
+            else "IDX14100: JWT is not well formed, there are no dots (.)."
+        )
+        raise GraphError(401, "InvalidAuthenticationToken", message, challenge)
+    return mailbox_ensure(st, address)
+
+
+@dataclass
+class Preferences:
+    page_size: int | None = None
+    immutable: bool = False
+    body_format: str = ""  # "", "text" or "html"
+    applied: list[str] = field(default_factory=list)
+
+    def header(self) -> dict[str, str]:
+        return {"Preference-Applied": ", ".join(self.applied)} if self.applied else {}
+
+
+def _preferences() -> Preferences:
+    """The Prefer header(s): comma-separated in one header, or repeated headers (RFC 7240)."""
+    prefs = Preferences()
+    for header in request.headers.getlist("Prefer"):
+        for item in header.split(","):
+            name, _, value = item.strip().partition("=")
+            name, value = name.strip().lower(), value.strip().strip('"')
+            if name == "odata.maxpagesize" and value.isdigit() and int(value) >= 1:
+                prefs.page_size = min(int(value), MAX_PAGE_SIZE)
+                prefs.applied.append(f"odata.maxpagesize={prefs.page_size}")
+            elif name == "idtype" and value.lower() == "immutableid":
+                prefs.immutable = True
+                prefs.applied.append('IdType="ImmutableId"')
+            elif name == "outlook.body-content-type" and value.lower() in ("text", "html"):
+                prefs.body_format = value.lower()
+                prefs.applied.append(f'outlook.body-content-type="{prefs.body_format}"')
+    return prefs
+
+
+def _select() -> list[str] | None:
+    value = request.args.get("$select")
+    if value is None:
+        return None
+    chosen = []
+    for raw in value.split(","):
+        name = raw.strip()
+        canonical = _FIELD_NAMES.get(name.lower())
+        if canonical is None:
+            raise _bad_request(f"Could not find a property named '{name}' on type 'microsoft.graph.message'.")
+        if canonical != "id":
+            chosen.append(canonical)
+    return chosen
+
+
+@blueprint.before_request
+def request_ids() -> None:
+    g.graph_request_id = str(uuid.uuid4())
+
+
+@blueprint.after_request
+def graph_headers(response: Response) -> Response:
+    """request-id headers like Graph's; and mark the log entry of a $batch part, so the log tells HTTP
+    requests from batch parts (after_request: it also runs when a fault answered before the route did)."""
+    request_id = g.get("graph_request_id") or str(uuid.uuid4())
+    response.headers.setdefault("request-id", request_id)
+    response.headers.setdefault("client-request-id", request.headers.get("client-request-id", request_id))
+    logged = g.get("logged")
+    if logged is not None and request.environ.get(_BATCH_PART):
+        logged.batch_part = True
+    return response
+
+
+# Delta ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeltaQuery:
+    select: list[str] | None
+    since: str | None  # ISO value of `receivedDateTime ge|gt`
+    strict: bool  # gt rather than ge
+    newest_first: bool
+
+    def matches(self, message: GraphMessage) -> bool:
+        if self.since is None:
+            return True
+        since = datetime.fromisoformat(self.since)
+        return message.received > since if self.strict else message.received >= since
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"select": self.select, "since": self.since, "strict": self.strict, "desc": self.newest_first}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DeltaQuery:
+        return cls(data["select"], data["since"], bool(data["strict"]), bool(data["desc"]))
+
+    def params(self) -> str:
+        """The query string of the initial delta request this query came from."""
+        parts = []
+        if self.select:
+            parts.append("$select=" + ",".join(self.select))
+        if self.since:
+            operator = "gt" if self.strict else "ge"
+            parts.append("$filter=" + quote(f"receivedDateTime {operator} {self.since}", safe=":"))
+        if self.newest_first:
+            parts.append("$orderby=" + quote("receivedDateTime desc"))
+        return "&".join(parts)
+
+
+def _query_from_request() -> DeltaQuery:
+    select = _select()
+    since, strict = None, False
+    value = request.args.get("$filter")
+    if value is not None:
+        match = _FILTER.match(value)
+        if not match:
+            raise _bad_request(
+                f"Invalid filter clause: '{value}'. "
+                "Delta on messages supports only receivedDateTime ge|gt <DateTimeOffset>."
+            )
+        try:
+            moment = datetime.fromisoformat(match.group(2).strip("'"))
+        except ValueError as exc:
+            raise _bad_request(f"The DateTimeOffset '{match.group(2)}' is not valid.") from exc
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        since, strict = moment.astimezone(UTC).isoformat(), match.group(1).lower() == "gt"
+    orderby = request.args.get("$orderby")
+    if orderby is not None and " ".join(orderby.split()).lower() != "receiveddatetime desc":
+        raise _bad_request("Delta on messages supports only $orderby=receivedDateTime desc.")
+    return DeltaQuery(select, since, strict, orderby is not None)
+
+
+def _token_encode(payload: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True)
+class StateToken:
+    """What a skip or delta token carries: the mailbox, the query, the generation, and either the round's
+    snapshot and offset (skip) or the watermark (delta)."""
+
+    address: str
+    query: DeltaQuery
+    generation: int
+    snapshot: str = ""
+    offset: int = 0
+    watermark: int = 0
+
+
+def _token_decode(value: str) -> StateToken:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+        return StateToken(
+            address=str(data["a"]),
+            query=DeltaQuery.from_dict(data["q"]),
+            generation=int(data["g"]),
+            snapshot=str(data.get("s", "")),
+            offset=int(data.get("o", 0)),
+            watermark=int(data.get("w", 0)),
+        )
+    except (binascii.Error, ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise _bad_request(
+            "Synchronization state data is corrupt or otherwise invalid.", "ErrorInvalidSyncStateData"
+        ) from exc
+
+
+def _links_base(folder_ref: str) -> str:
+    return f"{tls_base_url()}/v1.0/me/mailFolders('{folder_ref}')/messages/delta"
+
+
+def _sync_state_gone(mailbox: OutlookMailbox, generation: int, query: DeltaQuery, folder_ref: str) -> GraphError:
+    return GraphError(
+        410,
+        "SyncStateNotFound",
+        f"The sync state generation is not found; generation={generation};"
+        f"[highest={mailbox.generation}][{mailbox.generation}].",
+        {"Location": f"{tls_base_url()}/v1.0/me/mailFolders/{folder_ref}/messages/delta?{query.params()}"},
+    )
+
+
+def _initial_entries(mailbox: OutlookMailbox, query: DeltaQuery) -> list[tuple[str, bool]]:
+    chosen = sorted(
+        (m for m in mailbox.messages.values() if query.matches(m)),
+        key=lambda m: (m.received, m.created_seq),
+        reverse=query.newest_first,
+    )
+    return [(m.key, False) for m in chosen]
+
+
+def _changed_entries(mailbox: OutlookMailbox, query: DeltaQuery, since: int) -> list[tuple[str, bool]]:
+    """What changed after watermark `since`: new and updated messages, and removed ones, in change order."""
+    events: list[tuple[int, str, bool]] = [
+        (m.changed_seq, m.key, False) for m in mailbox.messages.values() if m.changed_seq > since and query.matches(m)
+    ]
+    events += [
+        (seq, key, True)
+        for key, (seq, m) in mailbox.removed.items()
+        if seq > since and m.created_seq <= since and query.matches(m)  # never-seen mail removed: nothing to say
+    ]
+    return [(key, removed) for _, key, removed in sorted(events)]
+
+
+def _snapshot_store(mailbox: OutlookMailbox, snapshot: Snapshot) -> str:
+    snapshot_id = _key(16)
+    mailbox.snapshots[snapshot_id] = snapshot
+    while len(mailbox.snapshots) > KEPT_SNAPSHOTS:
+        del mailbox.snapshots[next(iter(mailbox.snapshots))]
+    return snapshot_id
+
+
+def _delta(folder_ref: str) -> Response:
+    mailbox = _mailbox()
+    prefs = _preferences()
+    folder = folder_ref.lower()
+    in_inbox = folder == "inbox" or folder_ref == mailbox.inbox_id
+    if not in_inbox and folder not in WELL_KNOWN_FOLDERS:
+        raise _not_found()
+    top = request.args.get("$top")
+    page_size = prefs.page_size or (min(int(top), MAX_PAGE_SIZE) if top and top.isdigit() and int(top) > 0 else None)
+    page_size = page_size or DEFAULT_PAGE_SIZE
+    skiptoken, deltatoken = request.args.get("$skiptoken"), request.args.get("$deltatoken")
+    st = sandbox_state()
+    with st.lock:
+        token = _token_decode(skiptoken or deltatoken or "") if (skiptoken or deltatoken) else None
+        if token is not None:
+            query = token.query
+            if token.address != mailbox.address:
+                raise _bad_request("The sync state belongs to another mailbox.", "ErrorInvalidSyncStateData")
+            if token.generation != mailbox.generation:
+                raise _sync_state_gone(mailbox, token.generation, query, folder_ref)
+        else:
+            query = _query_from_request()
+        if skiptoken and token is not None:
+            snapshot_id, offset = token.snapshot, token.offset
+            snapshot = mailbox.snapshots.get(snapshot_id)
+            if snapshot is None:  # dropped from the cache: what Graph answers for a stale nextLink too
+                raise _sync_state_gone(mailbox, token.generation, query, folder_ref)
+        else:
+            if not in_inbox:
+                entries: list[tuple[str, bool]] = []
+            elif token is not None:
+                entries = _changed_entries(mailbox, query, token.watermark)
+            else:
+                entries = _initial_entries(mailbox, query)
+            snapshot = Snapshot(entries, mailbox.seq)
+            snapshot_id, offset = _snapshot_store(mailbox, snapshot), 0
+        page = snapshot.entries[offset : offset + page_size]
+        values = []
+        for key, removed in page:
+            message = mailbox.messages.get(key)
+            if removed or message is None:
+                values.append(
+                    {
+                        "@odata.type": "#microsoft.graph.message",
+                        "id": message_id(key, immutable=prefs.immutable),
+                        "@removed": {"reason": "deleted"},
+                    }
+                )
+                continue
+            resource = message_resource(
+                mailbox, message, select=query.select, immutable=prefs.immutable, body_format=prefs.body_format
+            )
+            values.append({"@odata.type": "#microsoft.graph.message", **resource})
+        base = _links_base(mailbox.inbox_id if in_inbox else folder_ref)
+        common = {"a": mailbox.address, "q": query.as_dict(), "g": mailbox.generation}
+        answer: dict[str, Any] = {"@odata.context": f"{tls_base_url()}/v1.0/$metadata#Collection(message)"}
+        if offset + page_size < len(snapshot.entries):
+            next_token = _token_encode({**common, "s": snapshot_id, "o": offset + page_size})
+            answer["@odata.nextLink"] = f"{base}?$skiptoken={next_token}"
+        else:
+            answer["@odata.deltaLink"] = f"{base}?$deltatoken={_token_encode({**common, 'w': snapshot.upto})}"
+        answer["value"] = values
+    return json_response(answer, 200, prefs.header())
+
+
+# Routes ---------------------------------------------------------------------------------------------
+@blueprint.get("/me")
+def me() -> Response:
+    mailbox = _mailbox()
+    name_parts = mailbox.display_name.split(" ", 1)
+    return json_response(
+        {
+            "@odata.context": f"{tls_base_url()}/v1.0/$metadata#users/$entity",
+            "businessPhones": [],
+            "displayName": mailbox.display_name,
+            "givenName": name_parts[0],
+            "surname": name_parts[1] if len(name_parts) > 1 else None,
+            "jobTitle": None,
+            "mail": mailbox.address,
+            "mobilePhone": None,
+            "officeLocation": None,
+            "preferredLanguage": "en-US",
+            "userPrincipalName": mailbox.address,
+            "id": account_oid(mailbox.address),
+        }
+    )
+
+
+@blueprint.get("/me/<path:rest>")
+def me_resource(rest: str) -> Response:
+    delta = _DELTA_PATH.match(rest)
+    if delta:
+        return _delta(delta.group(1) or delta.group(2))
+    single = _MESSAGE_PATH.match(rest)
+    if single:
+        return _message_get(single.group(1) or single.group(2))
+    raise _bad_request(f"Resource not found for the segment '{rest.split('/')[0]}'.")
+
+
+def _message_get(message_ref: str) -> Response:
+    mailbox = _mailbox()
+    prefs = _preferences()
+    select = _select()
+    with sandbox_state().lock:
+        message = _find(mailbox, message_ref)
+        if message is None:
+            raise _not_found()
+        resource = message_resource(
+            mailbox, message, select=select, immutable=prefs.immutable, body_format=prefs.body_format
+        )
+    context = f"{tls_base_url()}/v1.0/$metadata#users('{quote(mailbox.address)}')/messages/$entity"
+    return json_response({"@odata.context": context, **resource}, 200, prefs.header())
+
+
+# $batch ---------------------------------------------------------------------------------------------
+def _dispatch(method: str, target: str, headers: dict[str, str], body: Any) -> Any:
+    """Run one inner request through the whole app (hooks included) in a fresh context of its own."""
+    client = current_app.test_client()
+    environ = {"REMOTE_ADDR": request.remote_addr or "127.0.0.1", _BATCH_PART: True}
+    data = json.dumps(body).encode() if isinstance(body, dict | list) else str(body or "").encode()
+    return contextvars.Context().run(
+        client.open, target, method=method, headers=list(headers.items()), data=data, environ_base=environ
+    )
+
+
+def _batch_requests() -> list[dict[str, Any]]:
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict) or not isinstance(data.get("requests"), list):
+        raise _bad_request("Invalid batch payload format: the body must be a JSON object with a 'requests' array.")
+    items: list[dict[str, Any]] = data["requests"]
+    if not items:
+        raise _bad_request("Invalid batch payload format: 'requests' is empty.")
+    if len(items) > MAX_BATCH_REQUESTS:
+        raise _bad_request(f"Number of batch request steps exceeds the maximum of {MAX_BATCH_REQUESTS}.")
+    seen: set[str] = set()
+    for item in items:
+        if not isinstance(item, dict):
+            raise _bad_request("Invalid batch payload format: every request must be an object.")
+        request_id, method, url = item.get("id"), item.get("method"), item.get("url")
+        if not isinstance(request_id, str) or not request_id:
+            raise _bad_request("Invalid batch payload format: every request needs a string 'id'.")
+        if request_id.lower() in seen:
+            raise _bad_request(f"Batch request ids must be unique; '{request_id}' appears more than once.")
+        seen.add(request_id.lower())
+        if not isinstance(method, str) or method.upper() not in ("GET", "POST", "PATCH", "PUT", "DELETE"):
+            raise _bad_request(f"Request '{request_id}': invalid or missing 'method'.")
+        if not isinstance(url, str) or not url or re.match(r"^[a-z][a-z0-9+.-]*://", url, re.IGNORECASE):
+            raise _bad_request(f"Request '{request_id}': 'url' must be relative, e.g. /me/messages/{{id}}.")
+        headers = item.get("headers") or {}
+        if not isinstance(headers, dict):
+            raise _bad_request(f"Request '{request_id}': 'headers' must be an object.")
+        if "body" in item and not any(k.lower() == "content-type" for k in headers):
+            raise _bad_request(f"Request '{request_id}': a request with a body needs a Content-Type header.")
+        depends = item.get("dependsOn") or []
+        if not isinstance(depends, list) or any(str(d).lower() not in seen - {request_id.lower()} for d in depends):
+            raise _bad_request(f"Request '{request_id}': dependsOn must name earlier requests of the batch.")
+    return items
+
+
+@blueprint.post("/$batch")
+def batch() -> Response:
+    items = _batch_requests()
+    outer_auth = request.headers.get("Authorization")
+    statuses: dict[str, int] = {}
+    responses = []
+    for item in items:
+        request_id = str(item["id"])
+        failed = [d for d in item.get("dependsOn") or [] if statuses.get(str(d).lower(), 200) >= 400]
+        if failed:
+            responses.append(
+                {"id": request_id, "status": 424, "body": error_body("FailedDependency", "A dependency failed.")}
+            )
+            statuses[request_id.lower()] = 424
+            continue
+        url = str(item["url"])
+        target = "/v1.0" + (url if url.startswith("/") else f"/{url}")
+        headers = {str(k): str(v) for k, v in (item.get("headers") or {}).items()}
+        if outer_auth and not any(k.lower() == "authorization" for k in headers):
+            headers["Authorization"] = outer_auth
+        inner = _dispatch(str(item["method"]).upper(), target, headers, item.get("body"))
+        text = inner.get_data(as_text=True)
+        inner_headers = {k: v for k, v in inner.headers.items() if k.lower() != "content-length"}
+        try:
+            body: Any = json.loads(text) if text else None
+        except ValueError:
+            body = text
+        entry: dict[str, Any] = {"id": request_id, "status": inner.status_code, "headers": inner_headers}
+        if body is not None:
+            entry["body"] = body
+        responses.append(entry)
+        statuses[request_id.lower()] = inner.status_code
+    return json_response({"responses": responses})
+
+
+# Control routes --------------------------------------------------------------------------------------
+class MailboxIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=_ADDRESS.pattern)
+    display_name: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class DeliveryIn(BaseModel):
+    """An RFC 822 message (raw or raw_base64), or the fields of a simple one (subject, from, body or html)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    address: str = Field(pattern=_ADDRESS.pattern)
+    raw: str | None = None
+    raw_base64: str | None = None
+    subject: str | None = None
+    sender: str | None = Field(default=None, alias="from")
+    body: str | None = None
+    html: str | None = None
+    received_at: datetime | None = None
+    is_read: bool = False
+
+    @model_validator(mode="after")
+    def one_source(self) -> DeliveryIn:
+        raws = [self.raw is not None, self.raw_base64 is not None]
+        fields = [v is not None for v in (self.subject, self.sender, self.body, self.html)]
+        if sum(raws) > 1 or (any(raws) and any(fields)) or not (any(raws) or any(fields)):
+            raise ValueError("give one of raw (RFC 822 text), raw_base64, or the fields subject/from/body/html")
+        if self.body is not None and self.html is not None:
+            raise ValueError("give body (text) or html, not both")
+        if self.received_at is not None and self.received_at.tzinfo is None:
+            raise ValueError("received_at must carry a timezone")
+        return self
+
+    def raw_bytes(self) -> bytes | None:
+        if self.raw is not None:
+            return self.raw.encode("utf-8")
+        if self.raw_base64 is None:
+            return None
+        value = self.raw_base64.strip().replace("-", "+").replace("_", "/")
+        try:
+            return base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+        except binascii.Error as exc:
+            raise ControlError("invalid_field", "raw_base64: not valid base64") from exc
+
+
+class IdsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=_ADDRESS.pattern)
+    ids: list[str] = Field(min_length=1)
+
+
+class UpdateIn(IdsIn):
+    is_read: bool | None = None  # with neither is_read nor flag: mark read
+    flag: str | None = None
+
+    @model_validator(mode="after")
+    def known_flag(self) -> UpdateIn:
+        if self.flag is not None and self.flag not in FLAG_STATUSES:
+            raise ValueError(f"flag must be one of {', '.join(FLAG_STATUSES)}")
+        return self
+
+
+class AddressIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=_ADDRESS.pattern)
+
+
+def _existing(address: str) -> OutlookMailbox:
+    mailbox = _mailboxes(sandbox_state()).get(address.lower())
+    if mailbox is None:
+        raise ControlError("unknown_mailbox", f"address: no Outlook mailbox {address}; create it first", 404)
+    return mailbox
+
+
+def _delivered(message: GraphMessage) -> dict[str, Any]:
+    return {
+        "id": message_id(message.key, immutable=True),
+        "rest_id": message_id(message.key, immutable=False),
+        "conversationId": CONVERSATION_PREFIX + message.conversation_key,
+        "internetMessageId": message.internet_message_id,
+        "receivedDateTime": _iso(message.received),
+    }
+
+
+@control_route("/graph/mailboxes", methods=["POST"])
+def control_outlook_create_mailbox() -> Response:
+    """Create an Outlook mailbox (201), or answer the existing one (200)."""
+    spec = parse_body(MailboxIn)
+    st = sandbox_state()
+    with st.lock:
+        existed = spec.address.lower() in _mailboxes(st)
+        mailbox = mailbox_ensure(st, spec.address, spec.display_name)
+        answer = {
+            "address": mailbox.address,
+            "id": account_oid(mailbox.address),
+            "displayName": mailbox.display_name,
+            "inboxId": mailbox.inbox_id,
+        }
+    return json_response(answer, 200 if existed else 201)
+
+
+@control_route("/graph/messages", methods=["POST"])
+def control_outlook_deliver() -> Response:
+    spec = parse_body(DeliveryIn)
+    _existing(spec.address)
+    st = sandbox_state()
+    raw = spec.raw_bytes()
+    if raw is not None:
+        if not raw.strip() or not email.message_from_bytes(raw).keys():
+            raise ControlError("invalid_field", "raw: not an RFC 822 message (it has no header lines)")
+        message = message_deliver_rfc822(st, spec.address, raw, received=spec.received_at, is_read=spec.is_read)
+    else:
+        message = message_add(
+            st,
+            spec.address,
+            subject=spec.subject or "",
+            sender=_address_pair(spec.sender or "sender@example.org"),
+            body=spec.html if spec.html is not None else spec.body or "",
+            body_type="html" if spec.html is not None else "text",
+            received=spec.received_at,
+            is_read=spec.is_read,
+        )
+    return json_response(_delivered(message), 201)
+
+
+@control_route("/graph/messages", methods=["GET"])
+def control_outlook_list_messages() -> Response:
+    address = request.args.get("address", "")
+    if not _ADDRESS.match(address):
+        raise ControlError("invalid_field", "address: a mailbox address is required (?address=...)")
+    mailbox = _existing(address)
+    with sandbox_state().lock:
+        listed = [
+            {
+                **_delivered(m),
+                "subject": m.subject,
+                "from": m.sender[1],
+                "isRead": m.is_read,
+                "flag": m.flag,
+            }
+            for m in mailbox.messages.values()
+        ]
+        generation = mailbox.generation
+    return json_response({"address": mailbox.address, "generation": generation, "messages": listed})
+
+
+def _change(apply: Any, spec: IdsIn, answer_key: str) -> Response:
+    _existing(spec.address)
+    try:
+        count = apply()
+    except KeyError as exc:
+        raise ControlError("unknown_message", f"ids: no message {exc.args[0]} in {spec.address}", 404) from exc
+    return json_response({answer_key: count})
+
+
+@control_route("/graph/messages/read", methods=["POST"])
+def control_outlook_mark_read() -> Response:
+    """Set isRead (default true) and/or the flag of messages: each comes back in the next delta round."""
+    spec = parse_body(UpdateIn)
+    is_read = True if spec.is_read is None and spec.flag is None else spec.is_read
+    st = sandbox_state()
+    return _change(
+        lambda: messages_update(st, spec.address, spec.ids, is_read=is_read, flag=spec.flag), spec, "updated"
+    )
+
+
+@control_route("/graph/messages/delete", methods=["POST"])
+def control_outlook_delete() -> Response:
+    """Delete messages or move them out of the inbox: the next delta round lists them as @removed."""
+    spec = parse_body(IdsIn)
+    st = sandbox_state()
+    return _change(lambda: messages_remove(st, spec.address, spec.ids), spec, "deleted")
+
+
+@control_route("/graph/expire-delta", methods=["POST"])
+def control_outlook_expire_delta() -> Response:
+    spec = parse_body(AddressIn)
+    _existing(spec.address)
+    generation = delta_expire(sandbox_state(), spec.address)
+    return json_response({"address": spec.address.lower(), "generation": generation})

@@ -1,0 +1,139 @@
+"""Fixtures of the browser tests: Chromium, the live server, a real Celery worker, the demo account and mailbox.
+
+The pieces, all in this one process:
+- pytest-django's `live_server` serves Tasklift from the test database (the test is transactional, so what
+  the server, the worker and the test write is committed and each of them sees it);
+- the session's sandbox plays Google OAuth, Gmail and Gemini, and the browser really visits its consent page;
+- an embedded Celery worker (a thread) consumes the test Redis queue and runs the extraction job against the
+  same test database;
+- Debian's Chromium, driven by Playwright's sync API.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.db import connections
+from pytest_django import Settings
+from pytest_django.live_server_helper import LiveServer
+
+from accounts.models import User
+from config.run import ADMIN_PASSWORD, DEMO_PASSWORD
+from sandbox.client import SandboxClient
+from sandbox.demo import load_demo_mailbox
+from sandbox.demo.messages import DEMO_ADDRESS
+from sandbox.server import SandboxServer
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture
+def _django_orm_beside_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let the test thread use the ORM while Playwright is running.
+
+    Playwright's sync API runs an asyncio event loop on the test's own thread (in a greenlet it switches to
+    and back), so while Playwright is started `asyncio.get_running_loop()` finds a loop on that thread and
+    Django's `async_unsafe` guard raises SynchronousOnlyOperation on every ORM call the test makes. Nothing
+    async runs Django code here: the loop only talks to the browser, and each ORM call is still a plain blocking
+    call on one thread, so the guard's concern does not apply. Set through monkeypatch (undone after the test)
+    rather than for the whole session, so that the rest of the suite keeps the guard.
+    """
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture
+def browser_page(_django_orm_beside_playwright: None) -> Iterator[Any]:
+    """A fresh Chromium page (its own context: no cookies), closed with its browser after the test.
+
+    Request it last: while Playwright runs, Django keeps this thread's connections apart from the usual ones
+    (see below), so fixtures that write data should have done so before it starts.
+    """
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`) to run the browser tests")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        try:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                context = browser.new_context(viewport={"width": 1280, "height": 900})
+                context.set_default_timeout(10_000)
+                yield context.new_page()
+                context.close()
+            finally:
+                browser.close()
+        finally:
+            # Django's connection handler is "thread critical": with an event loop running on the thread (as
+            # Playwright's is) it keeps connections in a context-local store instead of the thread-local one.
+            # The ORM calls of the test body therefore open a second connection, which would stay open after
+            # Playwright stops (and then block dropping the test database). Close it while it is reachable.
+            connections.close_all()
+
+
+@pytest.fixture
+def live_site(live_server: LiveServer, settings: Settings) -> str:
+    """The live server's base URL, which is also the SITE_URL the Google OAuth redirect goes back to."""
+    settings.SITE_URL = live_server.url
+    host = live_server.thread.host
+    # pytest-django's live_server appends its host to ALLOWED_HOSTS for the test; fail clearly if not.
+    assert host in settings.ALLOWED_HOSTS or "*" in settings.ALLOWED_HOSTS, (host, settings.ALLOWED_HOSTS)
+    return str(live_server.url)
+
+
+@pytest.fixture
+def demo_user(transactional_db: None) -> User:
+    """The demo account, made the way `make run` makes it (seed_demo with the passwords of config/run.py)."""
+    call_command("seed_demo", password=DEMO_PASSWORD, admin_password=ADMIN_PASSWORD, stdout=io.StringIO())
+    return User.objects.get(email=DEMO_ADDRESS)
+
+
+@pytest.fixture
+def demo_mailbox(sandbox: SandboxClient, sandbox_server: SandboxServer) -> str:
+    """The sandbox (reset by the `sandbox` fixture) with the demo Gmail inbox of demo@tasklift.test."""
+    load_demo_mailbox(sandbox_server.state, DEMO_ADDRESS)
+    return DEMO_ADDRESS
+
+
+@pytest.fixture
+def celery_worker(transactional_db: None, _clean_redis: None) -> Iterator[Any]:
+    """A real Celery worker (solo pool, in a thread of this process) for the length of the test.
+
+    - Broker: the test Redis database (REDIS_DB=1 from config/settings_test.py), which `_clean_redis` has just
+      flushed, so the worker starts on an empty queue and declares it afresh.
+    - Database: the worker thread opens its own Django connection from settings.DATABASES, which pytest-django
+      has pointed at the test database; `transactional_db` means rows committed by the live server are visible
+      to it and its writes are visible to the live server (and are flushed after the test, once the worker has
+      stopped, since this fixture depends on `transactional_db`).
+    - Connections: with the solo pool each job runs on the worker thread itself; a connection left open there
+      would outlive the thread and block dropping the test database, so it is closed after every job (Celery's
+      Django fixup does the same unless CELERY_DB_REUSE_MAX is set; this does not depend on it).
+    """
+    from celery.contrib.testing.worker import start_worker
+    from celery.signals import task_postrun
+
+    from config.celery import app
+
+    def close_db_connections(**kwargs: Any) -> None:
+        connections.close_all()
+
+    task_postrun.connect(close_db_connections, weak=False, dispatch_uid="e2e-close-db-connections")
+    try:
+        with start_worker(
+            app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=15
+        ) as worker:
+            yield worker
+    finally:
+        task_postrun.disconnect(dispatch_uid="e2e-close-db-connections")

@@ -1,0 +1,124 @@
+"""The demo journey in a real browser: log in, give AI consent, connect Gmail through the (sandbox) Google
+consent screen, press "Extract now", and see the tasks of the demo inbox appear."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import Page, expect
+
+from accounts.models import User
+from config.run import DEMO_PASSWORD
+from extraction.models import ExtractionRun
+from sandbox.demo.messages import DEMO_ADDRESS, EXPECTED_ASKS
+from tasks.models import Task
+
+SCREENSHOT = settings.BASE_DIR / "test-artifacts" / "e2e-gmail-tasks.png"
+RUN_TIMEOUT_MS = 40_000  # the whole demo inbox read by the sandbox Gemini; it takes a few seconds
+FINISHED = re.compile(r"^(succeeded|failed|cancelled|skipped|limited)$")
+
+# What each task row shows, read in one call.
+ROWS_JS = """rows => rows.map(row => {
+  const link = row.querySelector('a.email-link');
+  const meta = row.querySelector('.meta');
+  return {
+    title: row.querySelector('.task-title')?.textContent.trim() ?? '',
+    meta: meta ? meta.textContent.replace(/\\s+/g, ' ').trim() : '',
+    subject: link ? link.textContent.trim() : null,
+    href: link ? link.getAttribute('href') : null,
+  };
+})"""
+
+
+@pytest.mark.e2e
+def test_connect_gmail_and_extract_now_lists_the_demo_tasks(
+    live_site: str, demo_user: User, demo_mailbox: str, celery_worker: Any, browser_page: Page
+) -> None:
+    page = browser_page
+    page_errors: list[str] = []
+    server_errors: list[str] = []
+    page.on("pageerror", lambda error: page_errors.append(str(error)))
+    page.on("response", lambda r: server_errors.append(f"{r.status} {r.url}") if r.status >= 500 else None)
+    expected_total = sum(EXPECTED_ASKS.values())
+    assert expected_total > 0
+
+    # Log in as the demo account.
+    page.goto(f"{live_site}/login/")
+    page.get_by_label("Email address").fill(DEMO_ADDRESS)
+    page.get_by_label("Password").fill(DEMO_PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{live_site}/")
+    expect(page.locator(".topbar .who")).to_have_text(DEMO_ADDRESS)
+    expect(page.locator("#consent-needed")).to_be_visible()
+    expect(page.locator("#mailbox-needed")).to_be_visible()
+
+    # Give AI consent.
+    page.get_by_role("link", name="AI consent").click()
+    expect(page.locator("#consent-status")).to_contain_text("No consent")
+    page.get_by_role("button", name=re.compile(r"^I agree")).click()
+    expect(page).to_have_url(f"{live_site}/")
+    expect(page.locator(".messages")).to_contain_text("Tasklift may now send your new email to Gemini")
+    expect(page.locator("#consent-needed")).to_have_count(0)
+
+    # Connect Gmail: Tasklift sends the browser to the sandbox's Google consent screen.
+    page.get_by_role("link", name="Mailboxes", exact=True).click()
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    page.get_by_role("button", name="Connect Gmail").click()
+    expect(page).to_have_url(re.compile("^" + re.escape(f"{settings.SANDBOX_URL}/google/o/oauth2/auth?")))
+    expect(page).to_have_title("Sign in - Google Accounts (sandbox)")
+    expect(page.get_by_text("Sandbox consent page: no real Google account is involved.")).to_be_visible()
+    expect(page.get_by_text("https://www.googleapis.com/auth/gmail.readonly")).to_be_visible()
+    address = page.get_by_label("Account email")
+    expect(address).to_have_value(DEMO_ADDRESS)  # the only sandbox mailbox is offered by default
+    address.fill(DEMO_ADDRESS)
+    page.get_by_role("button", name="Allow").click()
+
+    # Back on Mailboxes (the callback went to SITE_URL, the live server): the mailbox is active.
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    expect(page.locator(".messages")).to_contain_text(f"Gmail {DEMO_ADDRESS} is connected.")
+    mailbox = page.locator("#mailbox-list > li").filter(has_text=DEMO_ADDRESS)
+    expect(mailbox).to_have_count(1)
+    expect(mailbox.locator("strong")).to_have_text("Gmail")
+    expect(mailbox.locator(".badge")).to_have_text("Active")
+
+    # Extract now: the run is queued for the Celery worker and its status is polled by htmx.
+    page.get_by_role("link", name="Tasks", exact=True).click()
+    expect(page).to_have_url(f"{live_site}/")
+    expect(page.locator("#mailbox-needed")).to_have_count(0)
+    tasks = page.locator("#task-list > li.task")
+    expect(tasks).to_have_count(0)
+    page.get_by_role("button", name="Extract now").click()
+    status = page.locator("#run-status")
+    expect(status).to_have_attribute("data-status", re.compile(r"^(queued|running|succeeded)$"))
+    expect(status).to_have_attribute("data-status", FINISHED, timeout=RUN_TIMEOUT_MS)
+    run = ExtractionRun.objects.get(user=demo_user)
+    assert status.get_attribute("data-status") == "succeeded", (
+        f"run ended {run.status}: {run.error_code} {run.error_message}; page says: {status.inner_text()}"
+    )
+
+    # The finished run's HX-Trigger (tasksChanged) makes #task-list fetch itself again.
+    expect(page.locator("#task-list > li.empty")).to_have_count(0)
+    expect(tasks.first).to_be_visible()
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+    rows: list[dict[str, Any]] = tasks.evaluate_all(ROWS_JS)
+    shown = Counter(row["subject"] for row in rows)
+    wanted = Counter({subject: count for subject, count in EXPECTED_ASKS.items() if count})
+    assert len(rows) == expected_total, (
+        f"{len(rows)} task rows, expected {expected_total} (the run read {run.emails_fetched} emails and created "
+        f"{run.tasks_created} tasks); missing {dict(wanted - shown)}, unexpected {dict(shown - wanted)}"
+    )
+    assert shown == wanted, f"missing {dict(wanted - shown)}, unexpected {dict(shown - wanted)}"
+    expect(status).to_contain_text(f"{expected_total} tasks created")
+    assert Task.objects.filter(user=demo_user, source=Task.Source.EMAIL_AI).count() == expected_total
+    for row in rows:
+        assert row["title"], row
+        assert re.match(r"^From \S.* · ", row["meta"]), f"no sender shown: {row}"
+        assert row["href"] and row["href"].startswith("https://mail.google.com/"), f"no Gmail link: {row}"
+    assert page_errors == []
+    assert server_errors == []
