@@ -10,6 +10,7 @@ def simulated_services(request: HttpRequest) -> dict[str, Any]:
         name
         for name, flag in (
             ("Google sign-in and Gmail", settings.GOOGLE_SIMULATED),
+            ("Microsoft sign-in and Outlook", settings.MICROSOFT_SIMULATED),
             ("Gemini", settings.GEMINI_SIMULATED),
         )
         if flag

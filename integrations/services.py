@@ -123,7 +123,7 @@ def gmail_connect(*, user: User, credentials: Credentials) -> Integration:
 def outlook_connect(*, user: User, msal_cache: str, home_account_id: str, access_token: str) -> Integration:
     """Store a newly authorised Outlook mailbox. Its first cursor is the inbox delta query filtered to
     the backfill window: the first run reads that recent mail and receives the first delta link."""
-    provider = OutlookProvider(lambda: access_token)
+    provider = OutlookProvider(lambda force_refresh=False: access_token)
     address = provider.account_address()
     credentials = {"msal_cache": msal_cache, "home_account_id": home_account_id}
     with transaction.atomic():

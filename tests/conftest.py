@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import requests
 from django.conf import settings
 
 from accounts.models import User
@@ -127,3 +130,66 @@ def run_extraction(user: User) -> ExtractionRun:
     """One run, synchronously, through the same code the Celery job calls."""
     run = ExtractionRun.objects.create(user=user, trigger=ExtractionRun.Trigger.ADMIN)
     return extraction_run_execute(run=run)
+
+
+def approve_consent_page(http: requests.Session, authorize_url: str, address: str, decision: str) -> dict[str, str]:
+    """Drive a sandbox consent page (Google's or Microsoft's) like a person; returns the query of the
+    redirect back to Tasklift."""
+    page = http.get(authorize_url, timeout=10)
+    assert page.status_code == 200, page.text
+    action = html.unescape(re.search(r'<form method="post" action="([^"]+)"', page.text)[1])  # type: ignore[index]
+    fields = {
+        html.unescape(name): html.unescape(value)
+        for name, value in re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page.text)
+    }
+    fields.update(address=address, decision=decision)
+    base = "{0.scheme}://{0.netloc}".format(urlsplit(authorize_url))
+    answer = http.post(base + action, data=fields, allow_redirects=False, timeout=10)
+    assert answer.status_code in (302, 303), answer.text
+    return {k: v[0] for k, v in parse_qs(urlsplit(answer.headers["Location"]).query).items()}
+
+
+@dataclass
+class OutlookBox:
+    """A sandbox Outlook mailbox connected to a Tasklift user."""
+
+    sandbox: SandboxClient
+    address: str
+    integration: Integration
+
+    def deliver(self, raw: str) -> str:
+        return str(self.sandbox.deliver_outlook(self.address, raw)["id"])
+
+    @property
+    def cursor(self) -> str:
+        return SyncCursor.objects.get(integration=self.integration).value
+
+
+def connect_outlook(sandbox: SandboxClient, user: User, address: str) -> OutlookBox:
+    """Connect through the real MSAL auth-code flow and the sandbox's Microsoft consent page."""
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from integrations.oauth.microsoft import MicrosoftOAuthFlow
+    from integrations.providers.outlook import graph_session
+    from integrations.services import outlook_connect
+
+    sandbox.create_outlook_mailbox(address)
+    flow = MicrosoftOAuthFlow(SessionStore())
+    params = approve_consent_page(graph_session(), flow.get_authorization_url(), address, "accept")
+    msal_cache, home_account_id, access_token = flow.get_token_cache(params=params)
+    integration = outlook_connect(
+        user=user, msal_cache=msal_cache, home_account_id=home_account_id, access_token=access_token
+    )
+    return OutlookBox(sandbox=sandbox, address=address, integration=integration)
+
+
+@pytest.fixture
+def outlook(sandbox: SandboxClient, consenting_user: User) -> OutlookBox:
+    """An empty Outlook mailbox of a consenting user, connected and read once (so its cursor is a delta
+    link); the sandbox request log starts empty."""
+    box = connect_outlook(sandbox, consenting_user, "person@outlook.example.com")
+    first = run_extraction(consenting_user)
+    assert first.status == ExtractionRun.Status.SUCCEEDED, first.error_message
+    box.integration.refresh_from_db()
+    sandbox.clear_requests()
+    return box

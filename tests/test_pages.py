@@ -70,8 +70,7 @@ def test_home_shows_an_empty_task_list(client: Client) -> None:
 def test_home_says_which_services_are_simulated(client: Client) -> None:
     client.force_login(UserFactory())
     body = client.get("/").content.decode()
-    assert "Simulated:" in body
-    assert "Gemini" in body
+    assert "Simulated: Google sign-in and Gmail, Microsoft sign-in and Outlook, Gemini" in body
 
 
 def test_unknown_url_is_a_404_page(client: Client) -> None:

@@ -3,6 +3,7 @@ Mail.Read and User.Read scopes, and one MSAL token cache per mailbox, encrypted 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import msal
@@ -44,13 +45,16 @@ class MicrosoftOAuthFlow:
         self.session = session
 
     def get_authorization_url(self, *, login_hint: str = "") -> str:
-        flow = msal_app().initiate_auth_code_flow(
-            scopes=settings.MICROSOFT_SCOPES,
-            redirect_uri=redirect_uri(),
-            login_hint=login_hint or None,
-            # a plain redirect: a cross-site form_post would arrive without our SameSite=Lax session cookie
-            response_mode="query",
-        )
+        with warnings.catch_warnings():
+            # MSAL recommends form_post; we choose a plain redirect on purpose: a cross-site form_post would
+            # arrive without our SameSite=Lax session cookie, which holds the flow (state, PKCE, nonce).
+            warnings.filterwarnings("ignore", message="response_mode='form_post' is recommended")
+            flow = msal_app().initiate_auth_code_flow(
+                scopes=settings.MICROSOFT_SCOPES,
+                redirect_uri=redirect_uri(),
+                login_hint=login_hint or None,
+                response_mode="query",
+            )
         self.session[SESSION_KEY] = flow
         return str(flow["auth_uri"])
 
@@ -94,7 +98,7 @@ class MicrosoftTokenSource:
         self.home_account_id = credentials.get("home_account_id", "")
         self._app: msal.ConfidentialClientApplication | None = None
 
-    def __call__(self) -> str:
+    def __call__(self, *, force_refresh: bool = False) -> str:
         if self._app is None:
             try:
                 self._app = msal_app(self.cache)
@@ -104,7 +108,9 @@ class MicrosoftTokenSource:
         if account is None:
             raise ProviderAuthError("Tasklift has no sign-in for this Outlook mailbox any more. Connect it again.")
         try:
-            result = self._app.acquire_token_silent_with_error(settings.MICROSOFT_SCOPES, account=account)
+            result = self._app.acquire_token_silent_with_error(
+                settings.MICROSOFT_SCOPES, account=account, force_refresh=force_refresh
+            )
         except requests.RequestException as exc:
             raise ProviderUnavailable("Microsoft sign-in cannot be reached right now.") from exc
         if result and "access_token" in result:

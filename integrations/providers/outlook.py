@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 from urllib.parse import quote, urlencode, urlsplit
 
 import requests
@@ -70,6 +69,13 @@ def _error_code(response: requests.Response) -> str:
     return str(error.get("code", "")) if isinstance(error, dict) else ""
 
 
+class TokenSource(Protocol):
+    """Gives the access token for Graph; `force_refresh` asks for a new one (the last was refused).
+    May raise ProviderAuthError (only the person can fix it) or ProviderUnavailable."""
+
+    def __call__(self, *, force_refresh: bool = False) -> str: ...
+
+
 class OutlookProvider:
     """A connected Outlook mailbox (MailProvider).
 
@@ -80,7 +86,7 @@ class OutlookProvider:
 
     provider = "outlook"
 
-    def __init__(self, access_token: Callable[[], str], *, address: str | None = None) -> None:
+    def __init__(self, access_token: TokenSource, *, address: str | None = None) -> None:
         self.access_token = access_token
         self.address = address
         self._session = graph_session()
@@ -185,8 +191,9 @@ class OutlookProvider:
     ) -> dict[str, Any]:
         """One Graph call, retried on 429/503 honouring Retry-After; the answer's JSON or a typed error."""
         headers = {"Prefer": prefer or self._prefer(), "Accept": "application/json"}
-        for attempt in range(settings.GRAPH_MAX_RETRIES + 1):
-            headers["Authorization"] = f"Bearer {self.access_token()}"
+        refreshed = False
+        for attempt in range(settings.GRAPH_MAX_RETRIES + 2):
+            headers["Authorization"] = f"Bearer {self.access_token(force_refresh=refreshed)}"
             try:
                 response = self._session.request(
                     method, url, headers=headers, json=json, timeout=settings.GRAPH_HTTP_TIMEOUT_S
@@ -195,6 +202,10 @@ class OutlookProvider:
                 raise ProviderUnavailable("Outlook did not answer in time; syncing will retry.") from error
             except requests.RequestException as error:  # refused, reset, TLS failure
                 raise ProviderUnavailable("Outlook could not be reached; syncing will retry.") from error
+            if response.status_code == 401 and not refreshed:
+                # The token was refused before its expiry (revoked, or the clocks disagree): renew it once.
+                refreshed = True
+                continue
             if response.status_code in _RETRYABLE and attempt < settings.GRAPH_MAX_RETRIES:
                 wait = _retry_after(response)
                 wait = wait if wait is not None else float(2**attempt)

@@ -36,7 +36,7 @@ def deliver(sandbox: SandboxClient, number: int, *, received_at: datetime | None
 def connect(sandbox: SandboxClient) -> OutlookProvider:
     sandbox.create_outlook_mailbox(ADDRESS)
     token = sandbox.issue_microsoft_token(ADDRESS)["access_token"]
-    return OutlookProvider(lambda: token, address=ADDRESS)
+    return OutlookProvider(lambda force_refresh=False: token, address=ADDRESS)
 
 
 def graph_calls(sandbox: SandboxClient, *, batch_parts: bool = False) -> list[dict[str, Any]]:
@@ -192,7 +192,7 @@ def test_service_unavailable_raises_provider_unavailable(
 
 def test_a_bad_token_raises_provider_auth_error(sandbox: SandboxClient) -> None:
     sandbox.create_outlook_mailbox(ADDRESS)
-    provider = OutlookProvider(lambda: "not-a-token")
+    provider = OutlookProvider(lambda force_refresh=False: "not-a-token")
 
     with pytest.raises(ProviderAuthError):
         provider.fetch_delta(provider.initial_cursor(LONG_AGO))
@@ -201,7 +201,7 @@ def test_a_bad_token_raises_provider_auth_error(sandbox: SandboxClient) -> None:
 def test_a_refused_refresh_goes_through_as_auth_error(sandbox: SandboxClient) -> None:
     sandbox.create_outlook_mailbox(ADDRESS)
 
-    def refused() -> str:
+    def refused(force_refresh: bool = False) -> str:
         raise ProviderAuthError("Microsoft refused the refresh.")
 
     with pytest.raises(ProviderAuthError, match="refused the refresh"):
@@ -210,7 +210,7 @@ def test_a_refused_refresh_goes_through_as_auth_error(sandbox: SandboxClient) ->
 
 def test_a_graph_that_cannot_be_reached_raises_provider_unavailable(settings: Any) -> None:
     settings.GRAPH_API_ENDPOINT = "https://127.0.0.1:1/v1.0"  # nothing listens on port 1
-    provider = OutlookProvider(lambda: "token")
+    provider = OutlookProvider(lambda force_refresh=False: "token")
 
     with pytest.raises(ProviderUnavailable):
         provider.account_address()

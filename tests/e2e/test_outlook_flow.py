@@ -1,0 +1,328 @@
+"""The Outlook journey in a real browser: log in, give AI consent, connect Outlook through the (sandbox)
+Microsoft consent page served over HTTPS, press "Extract now", and see the tasks of the demo inbox appear,
+each linking to its message in Outlook on the web. Then both demo mailboxes, Gmail and Outlook, in one run."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import requests
+from django.conf import settings
+from django.db import connections
+from playwright.sync_api import Page, Route, expect
+
+from accounts.models import User
+from config.run import DEMO_PASSWORD
+from extraction.models import ExtractionRun
+from integrations.models import Integration
+from sandbox.client import SandboxClient
+from sandbox.demo import load_demo_outlook
+from sandbox.demo.messages import DEMO_ADDRESS, EXPECTED_ASKS
+from sandbox.server import SandboxServer
+from tasks.models import Task
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+
+SCREENSHOT = settings.BASE_DIR / "test-artifacts" / "e2e-outlook-tasks.png"
+RUN_TIMEOUT_MS = 40_000  # the whole demo inbox (twice, in the second test) read by the sandbox Gemini
+FINISHED = re.compile(r"^(succeeded|failed|cancelled|skipped|limited)$")
+OUTLOOK_WEB = "https://outlook.office365.com/"
+
+# What each task row shows, read in one call.
+ROWS_JS = """rows => rows.map(row => {
+  const link = row.querySelector('a.email-link');
+  const meta = row.querySelector('.meta');
+  return {
+    title: row.querySelector('.task-title')?.textContent.trim() ?? '',
+    meta: meta ? meta.textContent.replace(/\\s+/g, ' ').trim() : '',
+    subject: link ? link.textContent.trim() : null,
+    href: link ? link.getAttribute('href') : null,
+    target: link ? link.getAttribute('target') : null,
+    rel: link ? link.getAttribute('rel') : null,
+  };
+})"""
+
+
+@pytest.fixture
+def demo_outlook(sandbox: SandboxClient, sandbox_server: SandboxServer) -> str:
+    """The sandbox (reset by the `sandbox` fixture) with the demo Outlook inbox of demo@tasklift.test."""
+    load_demo_outlook(sandbox_server.state, DEMO_ADDRESS)
+    return DEMO_ADDRESS
+
+
+@pytest.fixture
+def tls_browser_page(_django_orm_beside_playwright: None) -> Iterator[Page]:
+    """Like `browser_page`, but the context accepts the sandbox's self-signed certificate.
+
+    `ignore_https_errors=True` is here ONLY because the browser itself has no way to know the certificate the
+    sandbox generates at start (it is in no trust store Chromium reads): without it Chromium stops at its
+    interstitial on the sandbox's Microsoft consent page. It concerns this browser context alone. The app's
+    own server-side TLS (MSAL's token exchange and every Graph call) stays strict: it trusts exactly
+    settings.MICROSOFT_CA_BUNDLE and never turns verification off, and the test goes through those calls.
+
+    Request it last, as `browser_page` (see tests/e2e/conftest.py).
+    """
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`) to run the browser tests")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        try:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                context = browser.new_context(viewport={"width": 1280, "height": 900}, ignore_https_errors=True)
+                context.set_default_timeout(10_000)
+                yield context.new_page()
+                context.close()
+            finally:
+                browser.close()
+        finally:
+            connections.close_all()  # the test body's second connection (see browser_page)
+
+
+# Steps ----------------------------------------------------------------------------------------------
+def watch_errors(page: Page) -> tuple[list[str], list[str]]:
+    page_errors: list[str] = []
+    server_errors: list[str] = []
+    page.on("pageerror", lambda error: page_errors.append(str(error)))
+    page.on("response", lambda r: server_errors.append(f"{r.status} {r.url}") if r.status >= 500 else None)
+    return page_errors, server_errors
+
+
+def log_in_and_consent(page: Page, live_site: str) -> None:
+    page.goto(f"{live_site}/login/")
+    page.get_by_label("Email address").fill(DEMO_ADDRESS)
+    page.get_by_label("Password").fill(DEMO_PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{live_site}/")
+    expect(page.locator(".topbar .who")).to_have_text(DEMO_ADDRESS)
+    expect(page.locator("#consent-needed")).to_be_visible()
+
+    page.get_by_role("link", name="AI consent").click()
+    expect(page.locator("#consent-status")).to_contain_text("No consent")
+    page.get_by_role("button", name=re.compile(r"^I agree")).click()
+    expect(page).to_have_url(f"{live_site}/")
+    expect(page.locator(".messages")).to_contain_text("Tasklift may now send your new email to Gemini")
+    expect(page.locator("#consent-needed")).to_have_count(0)
+
+
+def expect_mailbox_active(page: Page, provider: str) -> None:
+    mailbox = page.locator("#mailbox-list > li").filter(
+        has=page.locator("strong", has_text=re.compile(f"^{provider}$"))
+    )
+    expect(mailbox).to_have_count(1)
+    expect(mailbox).to_contain_text(f"{provider} {DEMO_ADDRESS}")
+    expect(mailbox.locator(".badge")).to_have_text("Active")
+
+
+def connect_outlook(page: Page, live_site: str) -> None:
+    """Mailboxes → Connect Outlook → the sandbox Microsoft consent page (https) → Accept → back on Mailboxes."""
+    page.get_by_role("link", name="Mailboxes", exact=True).click()
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    page.locator("#connect-outlook").click()
+    authorize = f"{settings.SANDBOX_TLS_URL}/{settings.MICROSOFT_TENANT}/oauth2/v2.0/authorize?"
+    assert authorize.startswith("https://"), authorize
+    expect(page).to_have_url(re.compile("^" + re.escape(authorize)))
+    assert page.evaluate("location.protocol") == "https:"
+    expect(page).to_have_title("Permissions requested - Microsoft account (sandbox)")
+    expect(page.get_by_text("Sandbox consent page: no real Microsoft account is involved.")).to_be_visible()
+    expect(page.get_by_role("listitem").filter(has_text=re.compile(r"Mail\.Read$"))).to_have_count(1)
+    address = page.get_by_label("Account email")
+    expect(address).to_have_value(DEMO_ADDRESS)  # the only sandbox Outlook mailbox is offered by default
+    address.fill(DEMO_ADDRESS)
+    page.get_by_role("button", name="Accept").click()
+
+    # Back on Mailboxes (the callback went to SITE_URL, the live server, which exchanged the code over TLS).
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    expect(page.locator(".messages")).to_contain_text(f"Outlook {DEMO_ADDRESS} is connected.")
+    expect_mailbox_active(page, "Outlook")
+
+
+def connect_gmail(page: Page, live_site: str) -> None:
+    page.get_by_role("link", name="Mailboxes", exact=True).click()
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    page.locator("#connect-gmail").click()
+    expect(page).to_have_url(re.compile("^" + re.escape(f"{settings.SANDBOX_URL}/google/o/oauth2/auth?")))
+    expect(page).to_have_title("Sign in - Google Accounts (sandbox)")
+    page.get_by_label("Account email").fill(DEMO_ADDRESS)
+    page.get_by_role("button", name="Allow").click()
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    expect(page.locator(".messages")).to_contain_text(f"Gmail {DEMO_ADDRESS} is connected.")
+    expect_mailbox_active(page, "Gmail")
+
+
+def extract_now(page: Page, live_site: str, user: User) -> ExtractionRun:
+    """Home → Extract now → wait for the run (the embedded Celery worker) to finish; it must succeed."""
+    page.get_by_role("link", name="Tasks", exact=True).click()
+    expect(page).to_have_url(f"{live_site}/")
+    expect(page.locator("#mailbox-needed")).to_have_count(0)
+    expect(page.locator("#task-list > li.task")).to_have_count(0)
+    page.get_by_role("button", name="Extract now").click()
+    status = page.locator("#run-status")
+    expect(status).to_have_attribute("data-status", re.compile(r"^(queued|running|succeeded)$"))
+    expect(status).to_have_attribute("data-status", FINISHED, timeout=RUN_TIMEOUT_MS)
+    run = ExtractionRun.objects.get(user=user)
+    assert status.get_attribute("data-status") == "succeeded", (
+        f"run ended {run.status}: {run.error_code} {run.error_message}; page says: {status.inner_text()}"
+    )
+    # The finished run's HX-Trigger (tasksChanged) makes #task-list fetch itself again.
+    expect(page.locator("#task-list > li.empty")).to_have_count(0)
+    expect(page.locator("#task-list > li.task").first).to_be_visible()
+    return run
+
+
+def graph_messages(sandbox: SandboxClient, address: str) -> dict[str, dict[str, Any]]:
+    """Subject → the sandbox's Outlook message: its control-API listing plus `webLink` as Graph gives it.
+
+    The control list (GET /_sandbox/graph/messages) names the messages but carries no webLink, so each one
+    is read from the sandbox Graph itself, with a token from the control API, over TLS verified against the
+    sandbox certificate (settings.MICROSOFT_CA_BUNDLE), as the app reads it.
+    """
+    listed = sandbox.outlook_messages(address)
+    subjects = Counter(m["subject"] for m in listed)
+    assert all(n == 1 for n in subjects.values()), f"subjects repeat in the Outlook inbox: {subjects}"
+    token = sandbox.issue_microsoft_token(address)["access_token"]
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = settings.MICROSOFT_CA_BUNDLE
+    found: dict[str, dict[str, Any]] = {}
+    with session:
+        for message in listed:
+            response = session.get(
+                f"{settings.SANDBOX_TLS_URL}/v1.0/me/messages/{quote(message['id'], safe='')}",
+                params={"$select": "subject,webLink"},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=10,
+            )
+            response.raise_for_status()
+            resource = response.json()
+            assert resource["subject"] == message["subject"], (resource, message)
+            web_link = str(resource["webLink"])
+            # Graph's webLink names the message by its REST id, the one the control list gives as rest_id.
+            assert quote(message["rest_id"], safe="") in web_link, (web_link, message)
+            found[message["subject"]] = {**message, "webLink": web_link}
+    return found
+
+
+def read_rows(page: Page) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = page.locator("#task-list > li.task").evaluate_all(ROWS_JS)
+    return rows
+
+
+# Tests ----------------------------------------------------------------------------------------------
+@pytest.mark.e2e
+def test_connect_outlook_and_extract_now_lists_the_demo_tasks(
+    live_site: str,
+    demo_user: User,
+    sandbox: SandboxClient,
+    demo_outlook: str,
+    celery_worker: Any,
+    tls_browser_page: Page,
+) -> None:
+    page = tls_browser_page
+    page_errors, server_errors = watch_errors(page)
+    expected_total = sum(EXPECTED_ASKS.values())
+    assert expected_total > 0
+
+    log_in_and_consent(page, live_site)
+    expect(page.locator("#mailbox-needed")).to_be_visible()
+    connect_outlook(page, live_site)
+    run = extract_now(page, live_site, demo_user)
+
+    tasks = page.locator("#task-list > li.task")
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+    rows = read_rows(page)
+    shown = Counter(row["subject"] for row in rows)
+    wanted = Counter({subject: count for subject, count in EXPECTED_ASKS.items() if count})
+    assert len(rows) == expected_total, (
+        f"{len(rows)} task rows, expected {expected_total} (the run read {run.emails_fetched} emails and created "
+        f"{run.tasks_created} tasks); missing {dict(wanted - shown)}, unexpected {dict(shown - wanted)}"
+    )
+    assert shown == wanted, f"missing {dict(wanted - shown)}, unexpected {dict(shown - wanted)}"
+    expect(page.locator("#run-status")).to_contain_text(f"{expected_total} tasks created")
+    outlook = Integration.objects.get(user=demo_user, provider=Integration.Provider.OUTLOOK)
+    assert outlook.account_address == DEMO_ADDRESS
+    assert outlook.status == Integration.Status.ACTIVE
+    assert Task.objects.filter(user=demo_user, source=Task.Source.EMAIL_AI).count() == expected_total
+    assert Task.objects.filter(user=demo_user, integration=outlook).count() == expected_total
+
+    messages = graph_messages(sandbox, DEMO_ADDRESS)
+    for row in rows:
+        assert row["title"], row
+        message = messages.get(row["subject"])
+        assert message is not None, f"no Outlook message has the subject of {row}"
+        assert re.match(r"^From \S.* · ", row["meta"]), f"no sender shown: {row}"
+        assert message["from"] in row["meta"], f"sender is not {message['from']}: {row}"
+        assert row["href"] == message["webLink"], f"link is not the message's webLink {message['webLink']}: {row}"
+        assert row["target"] == "_blank", f"link does not open a new tab: {row}"
+        assert row["rel"] == "noopener", row
+
+    # Following a link opens Outlook on the web in a new tab and leaves Tasklift where it was. Nothing leaves
+    # the machine: the context answers for outlook.office365.com itself.
+    opened: list[str] = []
+
+    def outlook_web(route: Route) -> None:
+        opened.append(route.request.url)
+        route.fulfill(status=200, content_type="text/html", body="<title>Outlook on the web (stub)</title>")
+
+    page.context.route(f"{OUTLOOK_WEB}**", outlook_web)
+    first = tasks.first.locator("a.email-link")
+    href = first.get_attribute("href")
+    with page.context.expect_page() as new_tab:
+        first.click()
+    tab = new_tab.value
+    tab.wait_for_load_state()
+    expect(tab).to_have_title("Outlook on the web (stub)")
+    assert tab.url == href
+    assert opened == [href]
+    expect(page).to_have_url(f"{live_site}/")
+    tab.close()
+
+    assert page_errors == []
+    assert server_errors == []
+
+
+@pytest.mark.e2e
+def test_gmail_and_outlook_demo_mailboxes_in_one_run(
+    live_site: str,
+    demo_user: User,
+    demo_mailbox: str,
+    demo_outlook: str,
+    celery_worker: Any,
+    tls_browser_page: Page,
+) -> None:
+    """The same demo mail sits in both mailboxes; tasks are unique per (source id, title) and the message ids
+    differ between the providers, so one run gives every task twice, once per mailbox."""
+    page = tls_browser_page
+    page_errors, server_errors = watch_errors(page)
+    expected_each = sum(EXPECTED_ASKS.values())
+
+    log_in_and_consent(page, live_site)
+    connect_gmail(page, live_site)
+    connect_outlook(page, live_site)
+    expect(page.locator("#mailbox-list > li")).to_have_count(2)
+    run = extract_now(page, live_site, demo_user)
+
+    rows = read_rows(page)
+    assert len(rows) == 2 * expected_each, (
+        f"{len(rows)} task rows, expected {2 * expected_each} (the run read {run.emails_fetched} emails and "
+        f"created {run.tasks_created} tasks)"
+    )
+    expect(page.locator("#run-status")).to_contain_text(f"{2 * expected_each} tasks created")
+    wanted = Counter({subject: count for subject, count in EXPECTED_ASKS.items() if count})
+    for site in ("https://mail.google.com/", OUTLOOK_WEB):
+        links = [row for row in rows if (row["href"] or "").startswith(site)]
+        shown = Counter(row["subject"] for row in links)
+        assert shown == wanted, f"{site}: missing {dict(wanted - shown)}, unexpected {dict(shown - wanted)}"
+        assert all(re.match(r"^From \S.* · ", row["meta"]) for row in links), links
+    for provider in (Integration.Provider.GMAIL, Integration.Provider.OUTLOOK):
+        integration = Integration.objects.get(user=demo_user, provider=provider)
+        assert Task.objects.filter(user=demo_user, integration=integration).count() == expected_each, provider
+    assert page_errors == []
+    assert server_errors == []

@@ -1,0 +1,176 @@
+"""One run over Gmail and Outlook together: mixed batches, and every cursor committed in one step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accounts.models import User
+from extraction.models import ExtractionRun, ProcessedEmail
+from integrations.models import SyncCursor
+from sandbox.client import SandboxClient
+from tasks.models import Task
+from tests.conftest import GmailBox, OutlookBox, connect_gmail, run_extraction
+from tests.mail import ask
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def both(sandbox: SandboxClient, consenting_user: User, outlook: OutlookBox) -> tuple[GmailBox, OutlookBox]:
+    gmail = connect_gmail(sandbox, consenting_user, "person@gmail.example.com")
+    sandbox.clear_requests()
+    return gmail, outlook
+
+
+def gemini_prompts(sandbox: SandboxClient) -> list[str]:
+    return [
+        json.loads(r["body"])["contents"][0]["parts"][0]["text"]
+        for r in sandbox.requests("gemini")
+        if r["method"] == "POST"
+    ]
+
+
+def test_one_run_reads_both_mailboxes_and_moves_both_cursors(
+    both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail, outlook = both
+    gmail_ids = [gmail.deliver(ask(n)) for n in range(12)]
+    outlook_ids = [outlook.deliver(ask(100 + n)) for n in range(9)]
+    gmail_before, outlook_before = gmail.cursor, outlook.cursor
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    prompts = gemini_prompts(sandbox)
+    assert [p.count('<email id="email_') for p in prompts] == [10, 10, 1]
+    assert "project 10" in prompts[1] and "project 100" in prompts[1]  # the second batch mixes both mailboxes
+    assert set(Task.objects.filter(integration=gmail.integration).values_list("source_id", flat=True)) == set(gmail_ids)
+    assert set(Task.objects.filter(integration=outlook.integration).values_list("source_id", flat=True)) == set(
+        outlook_ids
+    )
+    assert gmail.cursor == gmail.history_id() != gmail_before
+    assert outlook.cursor != outlook_before and "deltatoken" in outlook.cursor.lower()
+    cursors = SyncCursor.objects.filter(integration__user=consenting_user)
+    assert {c.updated_at for c in cursors} == {cursors[0].updated_at}  # one statement time: one transaction
+    outlook_task = Task.objects.filter(integration=outlook.integration).first()
+    assert outlook_task is not None and outlook_task.email_link.startswith("https://outlook.office365.com/")
+
+
+def test_gemini_failing_on_the_last_batch_moves_neither_cursor(
+    both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail, outlook = both
+    for n in range(12):
+        gmail.deliver(ask(n))
+    for n in range(9):
+        outlook.deliver(ask(100 + n))
+    gmail_before, outlook_before = gmail.cursor, outlook.cursor
+    sandbox.fault("gemini", 503, times=None, match="project 108 ")  # the last email: alone in batch 3
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.FAILED
+    assert (gmail.cursor, outlook.cursor) == (gmail_before, outlook_before)
+    assert Task.objects.count() == 20  # the two batches before are kept, and the ledger says so
+    assert ProcessedEmail.objects.count() == 20
+
+
+def test_outlook_messages_marked_read_come_back_but_are_not_read_again(
+    outlook: OutlookBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    ids = [outlook.deliver(ask(n)) for n in range(5)]
+    run_extraction(consenting_user)
+    sandbox.mark_outlook_read(outlook.address, ids)
+    sandbox.clear_requests()
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert (run.emails_fetched, run.emails_already_done) == (5, 5)  # they came back in the delta
+    assert gemini_prompts(sandbox) == []
+    assert Task.objects.count() == 5
+
+
+def test_an_expired_outlook_delta_link_fails_the_run_without_moving_any_cursor(
+    both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail, outlook = both
+    gmail.deliver(ask(1))
+    outlook.deliver(ask(2))
+    gmail_before, outlook_before = gmail.cursor, outlook.cursor
+    sandbox.expire_outlook_delta(outlook.address)
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.FAILED
+    assert run.error_code == "cursor_expired"
+    assert outlook.address in run.error_message
+    assert (gmail.cursor, outlook.cursor) == (gmail_before, outlook_before)
+    assert gemini_prompts(sandbox) == []
+    graph_calls = [r for r in sandbox.requests("graph") if "delta" in r["path"]]
+    assert len(graph_calls) == 1  # no loop, no blind restart
+
+
+def test_a_refused_outlook_refresh_leaves_it_out_and_gmail_is_still_read(
+    both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail, outlook = both
+    gmail.deliver(ask(1))
+    outlook.deliver(ask(2))
+    outlook_before = outlook.cursor
+    sandbox.revoke_microsoft(address=outlook.address)
+    sandbox.expire_microsoft_token(address=outlook.address)
+
+    run = run_extraction(consenting_user)
+
+    outlook.integration.refresh_from_db()
+    assert outlook.integration.status == "needs_reauth"
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert run.error_code == "partial"
+    assert f"Outlook {outlook.address} was left out" in run.error_message
+    report = run.mailboxes[str(outlook.integration.pk)]
+    assert (report["status"], report["error_code"], report["after"]) == ("failed", "provider_auth", None)
+    assert outlook.cursor == outlook_before
+    assert gmail.cursor == gmail.history_id()
+    assert Task.objects.filter(integration=gmail.integration).count() == 1
+    assert not Task.objects.filter(integration=outlook.integration).exists()
+
+
+def test_the_first_outlook_run_reads_recent_mail_only(sandbox: SandboxClient, consenting_user: User, settings) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tests.conftest import connect_outlook
+
+    sandbox.create_outlook_mailbox("new@outlook.example.com")
+    old = datetime.now(UTC) - timedelta(days=settings.MAIL_BACKFILL_DAYS + 3)
+    sandbox.deliver_outlook("new@outlook.example.com", ask(1), received_at=old)
+    recent = sandbox.deliver_outlook("new@outlook.example.com", ask(2))["id"]
+    connect_outlook(sandbox, consenting_user, "new@outlook.example.com")
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert list(Task.objects.values_list("source_id", flat=True)) == [recent]
+
+
+def test_outlook_tokens_are_refreshed_silently_and_saved_encrypted(
+    outlook: OutlookBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    from integrations.services import integration_credentials
+
+    outlook.deliver(ask(1))
+    before = outlook.integration.credentials_encrypted
+    sandbox.expire_microsoft_token(address=outlook.address)
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    outlook.integration.refresh_from_db()
+    assert outlook.integration.credentials_encrypted != before
+    cache = integration_credentials(integration=outlook.integration)["msal_cache"]
+    assert "RefreshToken" in cache
+    token_requests = [r for r in sandbox.requests("microsoft") if r["path"].endswith("/token")]
+    assert len(token_requests) == 1
+    assert "refresh_token" not in outlook.integration.credentials_encrypted

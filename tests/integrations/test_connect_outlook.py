@@ -1,0 +1,94 @@
+"""Connecting and disconnecting Outlook through the pages, with MSAL and the sandbox's Microsoft consent page."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.test import Client
+
+from accounts.models import User
+from integrations.models import Integration, SyncCursor
+from integrations.providers.outlook import graph_session
+from integrations.services import integration_credentials
+from sandbox.client import SandboxClient
+from tests.conftest import approve_consent_page
+
+pytestmark = pytest.mark.django_db
+
+ADDRESS = "me@outlook.example.com"
+
+
+def connect_through_pages(client: Client, decision: str = "accept") -> Any:
+    start = client.post("/integrations/microsoft/connect")
+    assert start.status_code == 302
+    authorize_url = start["Location"]
+    query = parse_qs(urlsplit(authorize_url).query)
+    assert authorize_url.startswith("https://")
+    assert set(query["scope"][0].split()) == {"Mail.Read", "User.Read", "offline_access", "openid", "profile"}
+    assert query["code_challenge_method"] == ["S256"] and query["nonce"] and query["state"]
+    params = approve_consent_page(graph_session(), authorize_url, ADDRESS, decision)
+    return client.get("/integrations/microsoft/callback", params, follow=True)
+
+
+def test_connect_outlook_keeps_an_encrypted_token_cache_and_a_first_cursor(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    sandbox.create_outlook_mailbox(ADDRESS)
+    client.force_login(consenting_user)
+
+    response = connect_through_pages(client)
+
+    assert f"Outlook {ADDRESS} is connected" in response.content.decode()
+    integration = Integration.objects.get(user=consenting_user)
+    assert (integration.provider, integration.account_address, integration.status) == ("outlook", ADDRESS, "active")
+    credentials = integration_credentials(integration=integration)
+    assert "RefreshToken" in credentials["msal_cache"] and credentials["home_account_id"]
+    assert "RefreshToken" not in integration.credentials_encrypted
+    cursor = SyncCursor.objects.get(integration=integration).value
+    assert "/messages/delta" in cursor and "receivedDateTime" in cursor
+
+
+def test_cancelling_on_the_microsoft_page_connects_nothing(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    sandbox.create_outlook_mailbox(ADDRESS)
+    client.force_login(consenting_user)
+    response = connect_through_pages(client, decision="cancel")
+    assert "access was not granted" in response.content.decode()
+    assert not Integration.objects.exists()
+
+
+def test_a_forged_outlook_callback_is_refused(client: Client, sandbox: SandboxClient, consenting_user: User) -> None:
+    client.force_login(consenting_user)
+    client.post("/integrations/microsoft/connect")
+    response = client.get("/integrations/microsoft/callback", {"code": "stolen", "state": "not-ours"}, follow=True)
+    assert "does not match your request" in response.content.decode()
+    assert not Integration.objects.exists()
+
+
+def test_disconnecting_outlook_forgets_its_sign_in_and_says_how_to_remove_the_grant(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    sandbox.create_outlook_mailbox(ADDRESS)
+    client.force_login(consenting_user)
+    connect_through_pages(client)
+    integration = Integration.objects.get()
+
+    response = client.post(f"/mailboxes/{integration.pk}/disconnect", follow=True)
+
+    assert "account.microsoft.com" in response.content.decode()
+    integration.refresh_from_db()
+    assert (integration.status, integration.credentials_encrypted) == ("disconnected", "")
+    assert not SyncCursor.objects.filter(integration=integration).exists()
+
+
+def test_a_mailbox_needing_reconnection_says_so(client: Client, sandbox: SandboxClient, consenting_user: User) -> None:
+    sandbox.create_outlook_mailbox(ADDRESS)
+    client.force_login(consenting_user)
+    connect_through_pages(client)
+    Integration.objects.update(status=Integration.Status.NEEDS_REAUTH)
+    body = client.get("/mailboxes/").content.decode()
+    assert "Needs reconnecting" in body
+    assert "Connect it again" in body
