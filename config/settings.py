@@ -48,7 +48,7 @@ if PRODUCTION:
     SECURE_CONTENT_TYPE_NOSNIFF = True
 
 # Encryption of secrets at rest: Fernet keys, newest first. Older keys only decrypt, so a key can be
-# rotated by putting a new one in front (and `manage.py rotate_secrets` re-encrypts).
+# rotated by putting a new one in front and running `manage.py rotate_secrets`.
 ENCRYPTION_KEYS = env_list("TASKLIFT_ENCRYPTION_KEYS")
 if not ENCRYPTION_KEYS:
     if PRODUCTION:

@@ -59,7 +59,7 @@ class Mailbox:
     """One integration during a run: its client, the cursor it started from and the one it would move to."""
 
     integration: Integration
-    provider: MailProvider
+    provider: MailProvider | None  # None: no client could be made (it is then `failed`)
     cursor: SyncCursor
     new_cursor: str = ""
     pending_ids: list[str] = field(default_factory=list)
@@ -149,13 +149,13 @@ class ExtractionPipeline:
             if cursor is None:
                 continue
             try:
-                provider = integration_provider(integration=integration)
+                mailbox = Mailbox(integration, integration_provider(integration=integration), cursor)
             except ProviderError as error:
-                integration_mark_failed(integration=integration, error=error)
-                continue
-            mailbox = Mailbox(integration=integration, provider=provider, cursor=cursor)
+                mailbox = Mailbox(integration, None, cursor)
+                self._leave_out(mailbox, error)
             self.mailboxes.append(mailbox)
-            self._fetch_delta(mailbox)
+            if not mailbox.failed:
+                self._fetch_delta(mailbox)
         self._update(mailboxes={str(m.integration.pk): m.report() for m in self.mailboxes})
         if not self.mailboxes:
             raise RunStopped(
@@ -168,6 +168,7 @@ class ExtractionPipeline:
 
     def _fetch_delta(self, mailbox: Mailbox) -> None:
         try:
+            assert mailbox.provider is not None
             delta = mailbox.provider.fetch_delta(mailbox.cursor.value)
         except CursorExpired as error:
             # Never jump ahead blindly: the run fails and the cursor stays until a resync is built.
@@ -204,7 +205,7 @@ class ExtractionPipeline:
                 yield SourcedEmail(mailbox, email)
             ids = [i for i in mailbox.pending_ids if i not in mailbox.prefetched]
             for start in range(0, len(ids), chunk):
-                if mailbox.failed:
+                if mailbox.failed or mailbox.provider is None:
                     break
                 wanted = ids[start : start + chunk]
                 try:
@@ -394,7 +395,8 @@ class ExtractionPipeline:
                 updated_at=now,
             )
         for mailbox in self.mailboxes:
-            integration_save_refreshed_credentials(integration=mailbox.integration, provider=mailbox.provider)
+            if mailbox.provider is not None:
+                integration_save_refreshed_credentials(integration=mailbox.integration, provider=mailbox.provider)
 
     # Record keeping -----------------------------------------------------------------------------
     def _left_out_message(self) -> str:
@@ -425,7 +427,8 @@ class ExtractionPipeline:
             status=status, error_code=code, error_message=message, finished_at=timezone.now(), mailboxes=reports
         )
         for mailbox in self.mailboxes:
-            integration_save_refreshed_credentials(integration=mailbox.integration, provider=mailbox.provider)
+            if mailbox.provider is not None:
+                integration_save_refreshed_credentials(integration=mailbox.integration, provider=mailbox.provider)
 
 
 class _QueryCounter:

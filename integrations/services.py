@@ -13,11 +13,11 @@ from django.utils import timezone
 from google.oauth2.credentials import Credentials
 
 from accounts.models import User
-from config.crypto import decrypt_json, encrypt_json
+from config.crypto import SecretUnreadable, decrypt_json, encrypt_json, reencrypt
 from integrations.models import Integration, SyncCursor
 from integrations.oauth.google import google_revoke
 from integrations.oauth.microsoft import MicrosoftTokenSource
-from integrations.providers.base import MailProvider, ProviderError
+from integrations.providers.base import MailProvider, ProviderAuthError, ProviderError, ProviderRateLimited
 from integrations.providers.gmail import GmailProvider, gmail_credentials
 from integrations.providers.outlook import OutlookProvider
 
@@ -62,7 +62,12 @@ def integration_credentials(*, integration: Integration) -> dict[str, Any]:
 
 def integration_provider(*, integration: Integration) -> MailProvider:
     """A ready client for the mailbox, from its decrypted credentials. Makes no network call."""
-    credentials = integration_credentials(integration=integration)
+    try:
+        credentials = integration_credentials(integration=integration)
+    except SecretUnreadable as error:  # its key was removed: only a new sign-in can help
+        raise ProviderAuthError(
+            "Tasklift cannot read its stored sign-in for this mailbox. Connect it again."
+        ) from error
     if integration.provider == Integration.Provider.GMAIL:
         return GmailProvider(gmail_credentials_load(credentials), address=integration.account_address)
     if integration.provider == Integration.Provider.OUTLOOK:
@@ -164,8 +169,6 @@ def integration_disconnect(*, integration: Integration) -> None:
 
 def integration_mark_failed(*, integration: Integration, error: ProviderError) -> None:
     """Record a failed fetch; refused credentials mean the person must reconnect."""
-    from integrations.providers.base import ProviderAuthError, ProviderRateLimited
-
     integration.failure_count += 1
     integration.last_error_code = error.code
     integration.last_error = error.message
@@ -177,3 +180,13 @@ def integration_mark_failed(*, integration: Integration, error: ProviderError) -
         integration.retry_after = timezone.now() + timedelta(seconds=error.retry_after)
         fields.append("retry_after")
     integration.save(update_fields=fields)
+
+
+def integration_reencrypt_all() -> int:
+    """Re-encrypt every stored credential under the newest key (after a key was put in front)."""
+    count = 0
+    for integration in Integration.objects.exclude(credentials_encrypted="").only("pk", "credentials_encrypted"):
+        integration.credentials_encrypted = reencrypt(integration.credentials_encrypted)
+        integration.save(update_fields=["credentials_encrypted"])
+        count += 1
+    return count
