@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -15,6 +15,11 @@ api = NinjaAPI(title="Tasklift API", version="1", auth=django_auth, urls_namespa
 
 def error_body(code: str, message: str, extra: dict[str, object] | None = None) -> dict[str, object]:
     return {"code": code, "message": message, "extra": extra or {}}
+
+
+def api_not_found(request: HttpRequest) -> HttpResponse:
+    """Unknown API paths answer in the API's error shape, not with the HTML 404 page."""
+    return JsonResponse(error_body("not_found", f"There is no API endpoint at {request.path}."), status=404)
 
 
 @api.exception_handler(ApplicationError)

@@ -1,9 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, re_path
 
 from accounts import views as account_views
-from config.api import api
+from config.api import api, api_not_found
 from config.health import healthz
 from extraction import views as extraction_views
 from integrations import views as integration_views
@@ -30,4 +30,5 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    re_path(r"^api/", api_not_found),
 ]

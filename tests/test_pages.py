@@ -82,7 +82,14 @@ def test_unknown_url_is_a_404_page(client: Client) -> None:
 
 def test_unknown_api_url_is_a_404(client: Client) -> None:
     client.force_login(UserFactory())
-    assert client.get("/api/no-such-thing").status_code == 404
+    response = client.get("/api/no-such-thing")
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+
+
+def test_api_docs_are_served(client: Client) -> None:
+    client.force_login(UserFactory())
+    assert client.get("/api/docs").status_code == 200
 
 
 def test_admin_login_page_is_served(client: Client) -> None:
