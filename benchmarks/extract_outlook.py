@@ -34,8 +34,10 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
+
+import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project is one level up
 from benchmarks.common import (
@@ -52,21 +54,28 @@ from benchmarks.common import (
     report_run,
 )
 
+if TYPE_CHECKING:  # imported for real only after django.setup()
+    from accounts.models import User
+    from integrations.models import Integration
+
 BENCH_DATABASE = "tasklift_bench_outlook"  # not extract_gmail's: the two can run side by side
 ADDRESS = "bench@outlook.example.com"
 
 
-def first_date() -> datetime:
-    """Yesterday 00:00 UTC. Outlook's first cursor keeps only mail received in the last MAIL_BACKFILL_DAYS, and
-    every later delta round keeps that filter, so the mail cannot carry a fixed date as extract_gmail's does.
-    The emails are one second apart: the prompts are the same all day, and their lengths (so the token
-    counts) every day."""
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return today - timedelta(days=1)
+def first_date(window_start: datetime) -> datetime:
+    """The date of the first email: yesterday 00:00 UTC, or just after `window_start` if that is later.
+
+    Outlook's first cursor keeps only mail received since `window_start` (MAIL_BACKFILL_DAYS before the
+    connect), and every later delta round keeps that filter, so the mail cannot carry a fixed date as
+    extract_gmail's does. The emails are one second apart: with the default window the prompts are the same
+    all day, and their lengths (so the token counts) on every day.
+    """
+    yesterday = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    return yesterday if yesterday >= window_start else window_start.replace(microsecond=0) + timedelta(seconds=1)
 
 
 # Connecting without a browser ------------------------------------------------------------------------------
-def approve_consent_page(http: Any, authorize_url: str, address: str) -> dict[str, str]:
+def approve_consent_page(http: requests.Session, authorize_url: str, address: str) -> dict[str, str]:
     """Load the sandbox's Microsoft consent page and accept it as `address`, like a person would; returns the
     query of the redirect back to Tasklift (code, state, client_info), which is not followed."""
     page = http.get(authorize_url, timeout=10)
@@ -86,7 +95,7 @@ def approve_consent_page(http: Any, authorize_url: str, address: str) -> dict[st
     return {k: v[0] for k, v in parse_qs(urlsplit(answer.headers["Location"]).query).items()}
 
 
-def connect_outlook(user: Any, sandbox: SandboxProcess) -> Any:
+def connect_outlook(user: User, sandbox: SandboxProcess) -> Integration:
     """The OAuth callback's path without a browser: MSAL's auth-code flow, then outlook_connect."""
     from importlib import import_module
 
@@ -163,6 +172,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     consent_grant(user=user)
     client.create_outlook_mailbox(ADDRESS)
     integration = connect_outlook(user, sandbox)
+    window_start = datetime.now(UTC) - timedelta(days=settings.MAIL_BACKFILL_DAYS)  # not after the cursor's
     connect_graph = graph_counts(client.requests("graph"))
     connect_identity = identity_counts(client.requests("microsoft"))
     cursor = SyncCursor.objects.get(integration=integration)
@@ -179,7 +189,12 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
         raise RuntimeError(f"after the first run the cursor is not a deltaLink: {cursor_before}")
 
     mails = mail_mix(
-        args.emails, args.tasks_ratio, args.seed, to=ADDRESS, first_date=first_date(), step=timedelta(seconds=1)
+        args.emails,
+        args.tasks_ratio,
+        args.seed,
+        to=ADDRESS,
+        first_date=first_date(window_start),
+        step=timedelta(seconds=1),
     )
     started = time.perf_counter()
     for mail in mails:

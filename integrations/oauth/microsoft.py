@@ -24,9 +24,15 @@ def redirect_uri() -> str:
     return f"{settings.SITE_URL}/integrations/microsoft/callback"
 
 
+# MSAL keeps the authority's OpenID configuration here for 24 hours, for every app object of the process,
+# instead of asking for it again each time an app is built (once per run and mailbox).
+_HTTP_CACHE: dict[Any, Any] = {}
+
+
 def msal_app(cache: msal.SerializableTokenCache | None = None) -> msal.ConfidentialClientApplication:
     return msal.ConfidentialClientApplication(
         settings.MICROSOFT_CLIENT_ID,
+        http_cache=_HTTP_CACHE,
         client_credential=settings.MICROSOFT_CLIENT_SECRET,
         authority=settings.MICROSOFT_AUTHORITY,
         token_cache=cache,
@@ -66,8 +72,9 @@ class MicrosoftOAuthFlow:
         if params.get("error"):
             raise OAuthError("Outlook was not connected: access was not granted.", code="oauth_denied")
         cache = msal.SerializableTokenCache()
+        app = msal_app(cache)
         try:
-            result = msal_app(cache).acquire_token_by_auth_code_flow(flow, params, scopes=settings.MICROSOFT_SCOPES)
+            result = app.acquire_token_by_auth_code_flow(flow, params, scopes=settings.MICROSOFT_SCOPES)
         except ValueError as exc:  # state mismatch or missing code: not the answer to our request
             raise OAuthError("This sign-in answer does not match your request. Try again.", code="oauth_state") from exc
         except (RuntimeError, requests.RequestException) as exc:
@@ -79,7 +86,7 @@ class MicrosoftOAuthFlow:
         granted = {s.rsplit("/", 1)[-1].lower() for s in str(result.get("scope", "")).split()}
         if "mail.read" not in granted:
             raise OAuthError("Tasklift needs read access to your mail; it was not granted.", code="oauth_scope")
-        accounts = msal_app(cache).get_accounts()
+        accounts = app.get_accounts()
         if not accounts:
             raise OAuthError("Microsoft did not say which account signed in. Try again.", code="oauth_no_account")
         return cache.serialize(), str(accounts[0]["home_account_id"]), str(result["access_token"])

@@ -137,7 +137,13 @@ class OutlookProvider:
             delta_link = page.get("@odata.deltaLink")
             if delta_link:
                 self._check_url(str(delta_link))
-                return self._delta(found, str(delta_link))
+                delta = self._delta(found, str(delta_link))
+                if _is_initial(cursor):
+                    # The first read of a mailbox is the bounded backfill: the newest messages of the
+                    # window only. The older ones are not owed (the person connected after them).
+                    limit = settings.MAIL_BACKFILL_MAX_MESSAGES
+                    delta = Delta(delta.message_ids[-limit:] if limit else [], delta.new_cursor, delta.prefetched)
+                return delta
             next_link = page.get("@odata.nextLink")
             if not next_link:
                 raise ProviderUnavailable("Outlook ended a sync without a link to continue from; syncing will retry.")
@@ -306,6 +312,12 @@ class OutlookProvider:
     def _web_link(message_id: str) -> str:
         item = quote(message_id, safe="")
         return f"https://outlook.office365.com/owa/?ItemID={item}&exvsurl=1&viewmodel=ReadMessageItem"
+
+
+def _is_initial(cursor: str) -> bool:
+    """Whether the cursor is the first query of a mailbox (from initial_cursor), not a link Graph gave."""
+    query = urlsplit(cursor).query.lower()
+    return "deltatoken" not in query and "skiptoken" not in query
 
 
 def _part_code(body: Any) -> str:

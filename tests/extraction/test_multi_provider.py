@@ -174,3 +174,25 @@ def test_outlook_tokens_are_refreshed_silently_and_saved_encrypted(
     token_requests = [r for r in sandbox.requests("microsoft") if r["path"].endswith("/token")]
     assert len(token_requests) == 1
     assert "refresh_token" not in outlook.integration.credentials_encrypted
+
+
+def test_the_first_outlook_read_is_bounded_to_the_newest_messages(
+    sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tests.conftest import connect_outlook
+
+    settings.MAIL_BACKFILL_MAX_MESSAGES = 2
+    sandbox.create_outlook_mailbox("busy@outlook.example.com")
+    now = datetime.now(UTC)
+    ids = [
+        sandbox.deliver_outlook("busy@outlook.example.com", ask(n), received_at=now - timedelta(hours=5 - n))["id"]
+        for n in range(4)
+    ]
+    connect_outlook(sandbox, consenting_user, "busy@outlook.example.com")
+
+    run = run_extraction(consenting_user)
+
+    assert set(Task.objects.values_list("source_id", flat=True)) == set(ids[-2:])
+    assert run.emails_fetched == 2
