@@ -50,6 +50,14 @@ class User(AbstractBaseUser, PermissionsMixin):
         return self.email
 
 
+class AIConsentQuerySet(models.QuerySet["AIConsent"]):
+    def current(self) -> AIConsentQuerySet:
+        """Consents in force for the current consent text."""
+        from accounts.consent import CONSENT_VERSION
+
+        return self.filter(revoked_at__isnull=True, text_version=CONSENT_VERSION)
+
+
 class AIConsent(models.Model):
     """A person's explicit consent to have their mail read by Gemini, for one version of the consent text.
 
@@ -60,6 +68,8 @@ class AIConsent(models.Model):
     text_version = models.CharField(max_length=20)
     granted_at = models.DateTimeField(default=timezone.now)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AIConsentQuerySet.as_manager()
 
     class Meta:
         ordering = ("-granted_at",)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from django.db.models import Exists, OuterRef
+from django.conf import settings
+from django.db.models import Exists, F, OuterRef
 
-from accounts.consent import CONSENT_VERSION
 from accounts.models import AIConsent, User
 from extraction.models import ExtractionRun
 from extraction.pipeline import LeaseBusy, extraction_run_execute
@@ -22,6 +22,17 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
     run = ExtractionRun.objects.filter(pk=run_id).first()
     if run is None or run.is_finished:
         return  # deleted, or a redelivered message of a run that already ended
+    if self.request.retries == 0:  # a delivery, not one of our own LeaseBusy retries
+        ExtractionRun.objects.filter(pk=run.pk).update(deliveries=F("deliveries") + 1)
+        run.refresh_from_db(fields=["deliveries"])
+    if run.deliveries > settings.EXTRACTION_MAX_DELIVERIES:
+        # acks_late redelivers a job whose worker died; a job that kills its worker every time stops here.
+        extraction_run_give_up(
+            run=run,
+            code="worker_lost",
+            message="The run was interrupted several times and was stopped. No mailbox position moved.",
+        )
+        return
     try:
         extraction_run_execute(run=run)
     except LeaseBusy as busy:
@@ -37,7 +48,7 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
 @shared_task
 def extraction_schedule_job() -> int:
     """The polling safety net: a run for everyone with current consent and an active mailbox."""
-    consenting = AIConsent.objects.filter(user=OuterRef("pk"), revoked_at__isnull=True, text_version=CONSENT_VERSION)
+    consenting = AIConsent.objects.current().filter(user=OuterRef("pk"))
     active = Integration.objects.filter(user=OuterRef("pk"), status=Integration.Status.ACTIVE)
     queued = 0
     for user in User.objects.filter(Exists(consenting), Exists(active), is_active=True).iterator():

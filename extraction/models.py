@@ -43,6 +43,7 @@ class ExtractionRun(TimeStampedModel):
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     lease_token = models.BigIntegerField(null=True, blank=True)
+    deliveries = models.PositiveIntegerField(default=0)  # times a worker took up its job (redeliveries count)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     emails_fetched = models.PositiveIntegerField(default=0)

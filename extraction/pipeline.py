@@ -21,6 +21,7 @@ from django.utils import timezone
 from accounts.selectors import consent_is_current
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMResult
 from extraction.models import ExtractionRun, ProcessedEmail
+from extraction.prompt import temp_id
 from extraction.services import (
     LedgerEntry,
     lease_acquire,
@@ -40,6 +41,9 @@ from integrations.services import (
 from tasks.services import EmailTaskRow, task_insert_from_emails
 
 logger = logging.getLogger(__name__)
+
+
+LEASE_LOST = "Stopped: another run of yours took over; it finishes the work."
 
 
 class LeaseBusy(Exception):
@@ -63,6 +67,7 @@ class Mailbox:
     cursor: SyncCursor
     new_cursor: str = ""
     pending_ids: list[str] = field(default_factory=list)
+    backfill_ids: list[str] = field(default_factory=list)  # ids queued on the mailbox that this run reads
     prefetched: dict[str, Email] = field(default_factory=dict)  # bodies that came with the delta
     failed: ProviderError | None = None
 
@@ -159,7 +164,9 @@ class ExtractionPipeline:
         self._update(mailboxes={str(m.integration.pk): m.report() for m in self.mailboxes})
         if not self.mailboxes:
             raise RunStopped(
-                ExtractionRun.Status.SKIPPED, "no_mailbox", "Skipped: no connected mailbox to read. Connect Gmail."
+                ExtractionRun.Status.SKIPPED,
+                "no_mailbox",
+                "Skipped: no connected mailbox to read. Connect Gmail or Outlook.",
             )
         if all(m.failed for m in self.mailboxes):
             first = self.mailboxes[0].failed
@@ -171,17 +178,19 @@ class ExtractionPipeline:
             assert mailbox.provider is not None
             delta = mailbox.provider.fetch_delta(mailbox.cursor.value)
         except CursorExpired as error:
-            # Never jump ahead blindly: the run fails and the cursor stays until a resync is built.
-            raise RunStopped(
-                ExtractionRun.Status.FAILED,
-                error.code,
-                f"{mailbox.integration}: the saved mailbox position has expired, so new mail cannot be listed "
-                "safely. Nothing was skipped; the mailbox needs a resync.",
-            ) from error
+            # Never jump ahead blindly: the run fails and the cursor stays where it is.
+            message = (
+                f"{mailbox.integration}: the provider no longer knows the saved mailbox position, so new mail "
+                "cannot be listed safely and nothing was read. Disconnect this mailbox and connect it again to "
+                "start from now (its recent mail is read again)."
+            )
+            integration_mark_failed(integration=mailbox.integration, error=CursorExpired(message))
+            raise RunStopped(ExtractionRun.Status.FAILED, error.code, message) from error
         except ProviderError as error:
             self._leave_out(mailbox, error)
             return
-        candidates = list(dict.fromkeys([*mailbox.integration.backfill_pending, *delta.message_ids]))
+        mailbox.backfill_ids = list(mailbox.integration.backfill_pending)
+        candidates = list(dict.fromkeys([*mailbox.backfill_ids, *delta.message_ids]))
         known = ledger_known(integration_id=mailbox.integration.pk, message_ids=candidates)
         mailbox.new_cursor = delta.new_cursor
         mailbox.pending_ids = [i for i in candidates if i not in known]
@@ -208,6 +217,7 @@ class ExtractionPipeline:
                 if mailbox.failed or mailbox.provider is None:
                     break
                 wanted = ids[start : start + chunk]
+                self._guard_batch()  # no fetch after consent is revoked or the lease is lost
                 try:
                     emails = mailbox.provider.fetch_emails(wanted)
                 except ProviderError as error:
@@ -248,7 +258,7 @@ class ExtractionPipeline:
         """Before each batch: the lease is still ours, and consent still stands (a revoke stops the run)."""
         assert self.token is not None
         if not lease_renew(user_id=self.run.user_id, token=self.token):
-            raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", "Stopped: another run of yours took over.")
+            raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
         if not consent_is_current(user_id=self.run.user_id):
             raise RunStopped(
                 ExtractionRun.Status.CANCELLED,
@@ -263,7 +273,9 @@ class ExtractionPipeline:
         moves and the next run picks up the rest.
         """
         last_error: LLMBadOutput | None = None
-        for _ in range(settings.EXTRACTION_BAD_OUTPUT_ATTEMPTS):
+        for attempt in range(settings.EXTRACTION_BAD_OUTPUT_ATTEMPTS):
+            if attempt:
+                self._guard_batch()
             try:
                 result = self.llm.extract([item.email for item in batch])
             except LLMBadOutput as error:
@@ -320,12 +332,11 @@ class ExtractionPipeline:
 
     def _write(self, batch: list[SourcedEmail], result: LLMResult) -> int:
         """The batch's tasks and ledger rows in one transaction: both or neither."""
-        by_id = result.by_message_id()
         rows: list[EmailTaskRow] = []
         entries: list[LedgerEntry] = []
-        for item in batch:
+        for index, item in enumerate(batch):
             email, integration = item.email, item.mailbox.integration
-            found = by_id.get(email.message_id, [])
+            found = result.tasks.get(temp_id(index), [])  # by position: two mailboxes may share an id
             rows.extend(
                 EmailTaskRow(
                     user_id=self.run.user_id,
@@ -344,7 +355,11 @@ class ExtractionPipeline:
             )
             outcome = ProcessedEmail.Outcome.TASKS if found else ProcessedEmail.Outcome.NO_TASKS
             entries.append(LedgerEntry(integration.pk, email.message_id, outcome, len(found)))
+        assert self.token is not None
         with transaction.atomic():
+            # The lease row is locked by this update until commit: a runner that lost it writes nothing.
+            if not lease_renew(user_id=self.run.user_id, token=self.token):
+                raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
             created = task_insert_from_emails(rows=rows)
             ledger_record(entries=entries, run_id=self.run.pk)
             ExtractionRun.objects.filter(pk=self.run.pk).update(
@@ -365,15 +380,15 @@ class ExtractionPipeline:
         reports = {str(m.integration.pk): m.report() for m in self.mailboxes}
         with transaction.atomic():
             if not lease_holds(user_id=self.run.user_id, token=self.token):
-                raise RunStopped(
-                    ExtractionRun.Status.CANCELLED, "lease_lost", "Stopped: another run of yours took over."
-                )
+                raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
             for mailbox in self.mailboxes:
                 if mailbox.failed:
                     continue
                 moved = SyncCursor.objects.filter(pk=mailbox.cursor.pk, value=mailbox.cursor.value).update(
                     value=mailbox.new_cursor, updated_at=now
                 )
+                if moved != 1 and not SyncCursor.objects.filter(pk=mailbox.cursor.pk).exists():
+                    continue  # disconnected during the run: there is no cursor to move any more
                 if moved != 1:
                     transaction.set_rollback(True)
                     raise RunStopped(
@@ -381,8 +396,14 @@ class ExtractionPipeline:
                         "cursor_conflict",
                         f"{mailbox.integration}: the mailbox position changed during the run; nothing was moved.",
                     )
-                Integration.objects.filter(pk=mailbox.integration.pk).update(
-                    backfill_pending=[], last_success_at=now, failure_count=0, last_error_code="", last_error=""
+                # Only the queued ids this run read leave the queue: one replayed meanwhile stays for the next.
+                integration = Integration.objects.select_for_update().get(pk=mailbox.integration.pk)
+                Integration.objects.filter(pk=integration.pk).update(
+                    backfill_pending=[i for i in integration.backfill_pending if i not in mailbox.backfill_ids],
+                    last_success_at=now,
+                    failure_count=0,
+                    last_error_code="",
+                    last_error="",
                 )
                 reports[str(mailbox.integration.pk)]["after"] = mailbox.new_cursor
             left_out = [m for m in self.mailboxes if m.failed]

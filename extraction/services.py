@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,6 +13,9 @@ from django.utils import timezone
 
 from accounts.models import User
 from extraction.models import ExtractionLease, ExtractionRun, ProcessedEmail
+from tasks.services import db_text
+
+logger = logging.getLogger(__name__)
 
 
 def extraction_run_request(*, user: User, trigger: str) -> tuple[ExtractionRun, bool]:
@@ -24,17 +28,34 @@ def extraction_run_request(*, user: User, trigger: str) -> tuple[ExtractionRun, 
 
     with transaction.atomic():
         User.objects.select_for_update().filter(pk=user.pk).first()  # one request per person at a time
+        stale = timezone.now() - timedelta(seconds=settings.EXTRACTION_LEASE_SECONDS)
         waiting = ExtractionRun.objects.filter(user=user, status=ExtractionRun.Status.QUEUED).first()
-        if waiting is not None:
+        if waiting is not None and waiting.created_at >= stale:
             return waiting, False
+        if waiting is not None:  # its job was lost (broker restarted, enqueue failed): never let it block
+            extraction_run_give_up(
+                run=waiting, code="never_started", message="This run was never picked up; a newer run replaced it."
+            )
         run = ExtractionRun.objects.create(user=user, trigger=trigger)
-        transaction.on_commit(lambda: extraction_run_job.delay(run.pk))
+        transaction.on_commit(lambda: _enqueue(run, extraction_run_job))
     return run, True
 
 
+def _enqueue(run: ExtractionRun, job: Any) -> None:
+    """Send the run's job to the broker; if the broker refuses, end the run with a readable reason
+    rather than fail the request (the row is already committed)."""
+    try:
+        job.delay(run.pk)
+    except Exception:  # kombu raises many transport errors; none may turn a button press into a 500
+        logger.exception("could not queue extraction run %s", run.pk)
+        extraction_run_give_up(
+            run=run, code="queue_unavailable", message="The run could not be queued just now. Try again in a minute."
+        )
+
+
 def extraction_run_give_up(*, run: ExtractionRun, code: str, message: str) -> None:
-    """End a run that never started."""
-    ExtractionRun.objects.filter(pk=run.pk, status=ExtractionRun.Status.QUEUED).update(
+    """End a run that cannot go on (never started, or its worker kept dying)."""
+    ExtractionRun.objects.filter(pk=run.pk).exclude(status__in=ExtractionRun.FINISHED).update(
         status=ExtractionRun.Status.FAILED, error_code=code, error_message=message, finished_at=timezone.now()
     )
 
@@ -109,10 +130,10 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
         now,
         now,
         [e.integration_id for e in entries],
-        [e.message_id for e in entries],
+        [db_text(e.message_id) for e in entries],
         [e.outcome for e in entries],
         [e.tasks_created for e in entries],
-        [e.last_error for e in entries],
+        [db_text(e.last_error) for e in entries],
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -24,9 +24,7 @@ def extract_now(request: HttpRequest) -> HttpResponse:
         if is_htmx(request):
             response = render(request, "extraction/_limited.html", {"message": error.message}, status=429)
         else:
-            messages.error(request, error.message)
-            response = redirect("home")
-            response.status_code = 429
+            response = render(request, "extraction/limited.html", {"message": error.message}, status=429)
         response["Retry-After"] = str(error.retry_after)
         return response
     run, _ = extraction_run_request(user=request_user(request), trigger=ExtractionRun.Trigger.MANUAL)

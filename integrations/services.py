@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from google.oauth2.credentials import Credentials
 
@@ -83,8 +84,10 @@ def integration_save_refreshed_credentials(*, integration: Integration, provider
     if isinstance(provider, OutlookProvider) and isinstance(provider.access_token, MicrosoftTokenSource):
         fresh = provider.access_token.dump() if provider.access_token.changed else None
     if fresh is not None:
-        integration.credentials_encrypted = encrypt_json(fresh)
-        integration.save(update_fields=["credentials_encrypted", "updated_at"])
+        # Conditional: a mailbox disconnected during the run must not get its sign-in back.
+        Integration.objects.filter(pk=integration.pk).exclude(credentials_encrypted="").exclude(
+            status=Integration.Status.DISCONNECTED
+        ).update(credentials_encrypted=encrypt_json(fresh), updated_at=timezone.now())
 
 
 # Connect and disconnect ---------------------------------------------------------------------------
@@ -156,8 +159,12 @@ def outlook_connect(*, user: User, msal_cache: str, home_account_id: str, access
 def integration_disconnect(*, integration: Integration) -> None:
     """Revoke the token at the provider, then forget the credentials and the cursor."""
     if integration.provider == Integration.Provider.GMAIL and integration.credentials_encrypted:
-        data = integration_credentials(integration=integration)
-        if not google_revoke(data.get("refresh_token") or data.get("token") or ""):
+        try:
+            data = integration_credentials(integration=integration)
+        except SecretUnreadable:
+            data = {}  # nothing to revoke with; the grant lapses at Google when unused
+            logger.warning("gmail credentials unreadable integration=%s; deleted without revoking", integration.pk)
+        if data and not google_revoke(data.get("refresh_token") or data.get("token") or ""):
             logger.warning("gmail token revoke failed integration=%s; credentials deleted anyway", integration.pk)
     with transaction.atomic():
         SyncCursor.objects.filter(integration=integration).delete()
@@ -169,24 +176,30 @@ def integration_disconnect(*, integration: Integration) -> None:
 
 def integration_mark_failed(*, integration: Integration, error: ProviderError) -> None:
     """Record a failed fetch; refused credentials mean the person must reconnect."""
-    integration.failure_count += 1
-    integration.last_error_code = error.code
-    integration.last_error = error.message
-    fields = ["failure_count", "last_error_code", "last_error", "updated_at"]
+    changes: dict[str, Any] = {
+        "failure_count": F("failure_count") + 1,
+        "last_error_code": error.code,
+        "last_error": error.message,
+        "updated_at": timezone.now(),
+    }
     if isinstance(error, ProviderAuthError):
-        integration.status = Integration.Status.NEEDS_REAUTH
-        fields.append("status")
+        changes["status"] = Integration.Status.NEEDS_REAUTH
     if isinstance(error, ProviderRateLimited) and error.retry_after:
-        integration.retry_after = timezone.now() + timedelta(seconds=error.retry_after)
-        fields.append("retry_after")
-    integration.save(update_fields=fields)
+        changes["retry_after"] = timezone.now() + timedelta(seconds=error.retry_after)
+    # Conditional: a mailbox disconnected meanwhile stays disconnected.
+    Integration.objects.filter(pk=integration.pk).exclude(status=Integration.Status.DISCONNECTED).update(**changes)
 
 
-def integration_reencrypt_all() -> int:
-    """Re-encrypt every stored credential under the newest key (after a key was put in front)."""
-    count = 0
+def integration_reencrypt_all() -> tuple[int, list[int]]:
+    """Re-encrypt every stored credential under the newest key (after a key was put in front).
+    Returns how many were re-encrypted, and the ids of those no configured key can read."""
+    count, unreadable = 0, []
     for integration in Integration.objects.exclude(credentials_encrypted="").only("pk", "credentials_encrypted"):
-        integration.credentials_encrypted = reencrypt(integration.credentials_encrypted)
+        try:
+            integration.credentials_encrypted = reencrypt(integration.credentials_encrypted)
+        except SecretUnreadable:
+            unreadable.append(integration.pk)
+            continue
         integration.save(update_fields=["credentials_encrypted"])
         count += 1
-    return count
+    return count, unreadable

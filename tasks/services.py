@@ -17,6 +17,11 @@ from tasks.models import Task
 MAX_TITLE_CHARS = 300
 
 
+def db_text(value: str) -> str:
+    """Text as PostgreSQL can store it: it refuses NUL characters, which mail and LLM answers may hold."""
+    return value.replace("\x00", "")
+
+
 def task_title_key(title: str) -> str:
     """The normalised title a task is unique on: case, spacing, and end punctuation do not count."""
     text = unicodedata.normalize("NFKC", title).casefold()
@@ -49,15 +54,15 @@ def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
     now = timezone.now()
     columns = {
         "user_id": ("bigint", [r.user_id for r in rows]),
-        "source_id": ("text", [r.message_id for r in rows]),
+        "source_id": ("text", [db_text(r.message_id) for r in rows]),
         "integration_id": ("bigint", [r.integration_id for r in rows]),
-        "title": ("text", [r.title[:MAX_TITLE_CHARS] for r in rows]),
-        "title_key": ("text", [task_title_key(r.title) for r in rows]),
+        "title": ("text", [db_text(r.title)[:MAX_TITLE_CHARS] for r in rows]),
+        "title_key": ("text", [task_title_key(db_text(r.title)) for r in rows]),
         "due_date": ("date", [r.due_date for r in rows]),
         "priority": ("text", [r.priority for r in rows]),
-        "email_link": ("text", [r.email_link for r in rows]),
-        "email_sender": ("text", [r.email_sender[:500] for r in rows]),
-        "email_subject": ("text", [r.email_subject[:1000] for r in rows]),
+        "email_link": ("text", [db_text(r.email_link)[:1000] for r in rows]),
+        "email_sender": ("text", [db_text(r.email_sender)[:500] for r in rows]),
+        "email_subject": ("text", [db_text(r.email_subject)[:1000] for r in rows]),
         "email_received_at": ("timestamptz", [r.email_received_at for r in rows]),
         "run_id": ("bigint", [r.run_id for r in rows]),
     }
@@ -76,7 +81,8 @@ def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
 
 def task_create(*, user: User, title: str, notes: str = "", due_date: date | None = None, priority: str = "") -> Task:
     """A task added by hand."""
-    title = " ".join(title.split())
+    title = " ".join(db_text(title).split())
+    notes = db_text(notes)
     if not title:
         raise ApplicationError("A task needs a title.", code="invalid_title", extra={"field": "title"})
     if len(title) > MAX_TITLE_CHARS:

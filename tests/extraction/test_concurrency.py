@@ -133,3 +133,72 @@ def test_a_finished_run_is_not_run_again_by_a_duplicate_message(gmail: GmailBox,
     Task.objects.all().delete()
     extraction_run_job.apply(args=[run.pk])
     assert Task.objects.count() == 0
+
+
+def test_no_mail_is_fetched_after_consent_is_revoked(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(25):  # bodies come in chunks of 20: batch 3 needs a second fetch
+        gmail.deliver(ask(n))
+    sandbox.set_gemini_latency(700)
+
+    thread, results = in_thread(run_extraction, consenting_user)
+    wait_until(lambda: gemini_posts(sandbox) == 2)
+    consent_revoke(user=consenting_user)
+    gmail_requests_at_revoke = len(sandbox.requests("gmail"))
+    thread.join(timeout=30)
+
+    assert results[0].error_code == "consent_revoked"
+    assert len(sandbox.requests("gmail")) == gmail_requests_at_revoke
+    assert gemini_posts(sandbox) == 2
+
+
+def test_a_replay_made_during_a_run_is_kept_for_the_next_one(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    from extraction.services import ledger_replay
+    from tests.mail import rfc822
+
+    settings.EXTRACTION_MAX_BODY_CHARS = 20_000
+    poison = gmail.deliver(rfc822("Odd one", "Please look.\nSANDBOX-ECHO-TEXT: not json\n"))
+    run_extraction(consenting_user)
+    for n in range(10):
+        gmail.deliver(ask(n))
+    sandbox.set_gemini_latency(500)
+
+    thread, _ = in_thread(run_extraction, consenting_user)
+    wait_until(lambda: gemini_posts(sandbox) >= 3)  # the run has listed its mail and is reading it
+    ledger_replay(entries=list(ProcessedEmail.objects.filter(outcome="quarantined")))
+    thread.join(timeout=30)
+
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.backfill_pending == [poison]
+
+
+def test_a_run_whose_worker_keeps_dying_is_stopped(gmail: GmailBox, consenting_user: User, settings) -> None:
+    run = ExtractionRun.objects.create(
+        user=consenting_user, trigger="manual", status="running", deliveries=settings.EXTRACTION_MAX_DELIVERIES
+    )
+    extraction_run_job.apply(args=[run.pk])
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == ("failed", "worker_lost")
+
+
+def test_a_mailbox_disconnected_during_a_run_does_not_get_its_sign_in_back(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    from integrations.services import (
+        integration_disconnect,
+        integration_provider,
+        integration_save_refreshed_credentials,
+    )
+
+    sandbox.expire_token(address=gmail.address)
+    provider = integration_provider(integration=gmail.integration)
+    provider.fetch_delta(gmail.cursor)  # refreshes the access token, as a run would
+    integration_disconnect(integration=gmail.integration)
+
+    integration_save_refreshed_credentials(integration=gmail.integration, provider=provider)
+
+    gmail.integration.refresh_from_db()
+    assert (gmail.integration.status, gmail.integration.credentials_encrypted) == ("disconnected", "")

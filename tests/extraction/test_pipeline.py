@@ -348,3 +348,23 @@ def test_the_extract_command_refuses_an_unknown_person(db: None) -> None:
 
     with pytest.raises(CommandError, match="No account"):
         call_command("extract", "nobody@example.com")
+
+
+def test_a_nul_character_in_an_email_does_not_block_the_mailbox(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail.deliver(rfc822("=?utf-8?b?QQBC?=", "Please send the report for project 7 by Friday."))  # subject "A\0B"
+    run = run_extraction(consenting_user)
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert Task.objects.get().email_subject == "AB"
+
+
+def test_an_expired_history_tells_the_person_what_to_do(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail.deliver(ask(1))
+    sandbox.expire_history(gmail.address)
+    run_extraction(consenting_user)
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.last_error_code == "cursor_expired"
+    assert "Disconnect this mailbox and connect it again" in gmail.integration.last_error

@@ -116,3 +116,36 @@ def test_mailboxes_page_shows_set_aside_emails_and_replays_them(
     assert not ProcessedEmail.objects.exists()
     gmail.integration.refresh_from_db()
     assert len(gmail.integration.backfill_pending) == 1
+
+
+def test_a_run_left_queued_too_long_does_not_block_new_ones(
+    client: Client, consenting_user: User, settings, django_capture_on_commit_callbacks, broker_queue
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    lost = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
+    ExtractionRun.objects.filter(pk=lost.pk).update(
+        created_at=timezone.now() - timedelta(seconds=settings.EXTRACTION_LEASE_SECONDS + 1)
+    )
+    client.force_login(consenting_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/extract", HTTP_HX_REQUEST="true")
+    lost.refresh_from_db()
+    assert (lost.status, lost.error_code) == ("failed", "never_started")
+    assert ExtractionRun.objects.filter(status="queued").count() == 1
+    assert broker_queue() == 1
+
+
+def test_the_seventh_press_without_javascript_shows_a_429_page(client: Client, consenting_user: User) -> None:
+    from tests.extraction.test_rate_limit import start_of_a_fresh_window
+
+    client.force_login(consenting_user)
+    start_of_a_fresh_window(consenting_user)
+    for _ in range(6):
+        client.post("/extract")
+    response = client.post("/extract")
+    assert response.status_code == 429
+    assert response["Retry-After"]
+    assert "at most 6 extractions a minute" in response.content.decode()

@@ -46,3 +46,22 @@ def test_a_mailbox_whose_secret_cannot_be_read_is_left_out_for_reconnecting(
     assert run.error_code == "provider_auth"
     assert f"Gmail {gmail.address} was left out" in run.error_message
     assert "Connect it again" in gmail.integration.last_error
+
+
+def test_rotating_reports_credentials_no_key_can_read(gmail: GmailBox, settings) -> None:
+    from django.core.management import CommandError
+
+    settings.ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    with pytest.raises(CommandError, match="must connect again"):
+        call_command("rotate_secrets")
+
+
+def test_disconnecting_a_mailbox_whose_secret_cannot_be_read_still_works(
+    client, gmail: GmailBox, consenting_user, settings
+) -> None:
+    settings.ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    client.force_login(consenting_user)
+    response = client.post(f"/mailboxes/{gmail.integration.pk}/disconnect", follow=True)
+    assert response.status_code == 200
+    gmail.integration.refresh_from_db()
+    assert (gmail.integration.status, gmail.integration.credentials_encrypted) == ("disconnected", "")

@@ -152,3 +152,10 @@ def test_api_another_persons_task_is_a_404(client: Client, user: User) -> None:
     response = client.patch(f"/api/tasks/{Task.objects.get().pk}", {"status": "done"}, content_type="application/json")
     assert response.status_code == 404
     assert response.json()["code"] == "task_not_found"
+
+
+def test_api_a_nul_character_in_a_title_is_not_a_500(client: Client, user: User) -> None:
+    client.force_login(user)
+    response = client.post("/api/tasks", {"title": "a\u0000b"}, content_type="application/json")
+    assert response.status_code == 201
+    assert response.json()["title"] == "ab"

@@ -1,6 +1,6 @@
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from integrations.services import integration_reencrypt_all
 
@@ -12,5 +12,10 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        count = integration_reencrypt_all()
+        count, unreadable = integration_reencrypt_all()
         self.stdout.write(f"Re-encrypted the credentials of {count} mailbox(es) with the newest key.")
+        if unreadable:
+            raise CommandError(
+                f"No configured key reads the credentials of mailbox(es) {unreadable}: those people must "
+                "connect again (or put back the key that encrypted them and run this again)."
+            )
