@@ -32,7 +32,7 @@ from extraction.services import (
     ledger_record,
 )
 from integrations.models import Integration, SyncCursor
-from integrations.providers.base import CursorExpired, Email, MailProvider, ProviderError
+from integrations.providers.base import CursorExpired, Email, MailProvider, ProviderError, ProviderRateLimited
 from integrations.services import (
     integration_mark_failed,
     integration_provider,
@@ -152,6 +152,14 @@ class ExtractionPipeline:
         for integration in integrations:
             cursor = cursors.get(integration.pk)
             if cursor is None:
+                continue
+            if integration.retry_after and integration.retry_after > timezone.now():
+                # The provider asked us to wait: leave the mailbox out until then, cursor untouched.
+                mailbox = Mailbox(integration, None, cursor)
+                mailbox.failed = ProviderRateLimited(
+                    f"the provider asked Tasklift to wait until {integration.retry_after:%H:%M:%S} UTC."
+                )
+                self.mailboxes.append(mailbox)
                 continue
             try:
                 mailbox = Mailbox(integration, integration_provider(integration=integration), cursor)

@@ -272,6 +272,10 @@ class OutlookProvider:
                     failures.append(_status_error(status, _part_code(body), max(waits)))
                 else:
                     failures.append(_status_error(status, _part_code(body), None))
+            answered = {int(part["id"]) for part in answer.get("responses") or [] if str(part.get("id", "")).isdigit()}
+            if len(answered & set(range(len(pending)))) < len(pending):
+                # A part with no answer is not a deleted message: never record it as handled.
+                raise ProviderUnavailable("Outlook left part of a batch unanswered; syncing will retry.")
             hard = [f for f in failures if not isinstance(f, ProviderRateLimited | ProviderUnavailable)]
             if hard:
                 raise _worst(hard)

@@ -196,3 +196,27 @@ def test_the_first_outlook_read_is_bounded_to_the_newest_messages(
 
     assert set(Task.objects.values_list("source_id", flat=True)) == set(ids[-2:])
     assert run.emails_fetched == 2
+
+
+def test_a_mailbox_the_provider_asked_to_wait_is_left_out_until_then(
+    both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from integrations.models import Integration
+
+    gmail, outlook = both
+    gmail.deliver(ask(1))
+    outlook.deliver(ask(2))
+    Integration.objects.filter(pk=outlook.integration.pk).update(retry_after=timezone.now() + timedelta(minutes=5))
+    outlook_before = outlook.cursor
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert run.mailboxes[str(outlook.integration.pk)]["error_code"] == "provider_rate_limited"
+    assert outlook.cursor == outlook_before
+    assert [r for r in sandbox.requests("graph")] == []
+    assert Task.objects.filter(integration=gmail.integration).count() == 1
