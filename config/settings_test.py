@@ -1,8 +1,10 @@
 """Settings for the test suite: the normal settings, with the environment pointed at test resources.
 
 Set before the normal settings are read, and inherited by any process a test starts: a Redis database
-of its own (so tests never touch the queue or cache of a running `make run`), a test database name of
-this run, and a free port for the sandbox, which the test session starts there.
+of its own (so tests never touch the queue or cache of a running `make run`), cache keys, a Celery queue
+and a test database name of
+this run (so two test runs side by side do not disturb each other), and free ports for the sandbox,
+which the test session starts there.
 """
 
 import os
@@ -18,6 +20,7 @@ def _free_port() -> int:
 
 os.environ.setdefault("REDIS_DB", "1")
 os.environ.setdefault("CACHE_KEY_PREFIX", f"tasklift-test-{os.getpid()}")
+os.environ.setdefault("CELERY_QUEUE", f"tasklift-test-{os.getpid()}")
 os.environ.setdefault("TEST_DATABASE_NAME", f"test_tasklift_{os.getpid()}")
 os.environ.setdefault("SANDBOX_URL", f"http://127.0.0.1:{_free_port()}")
 os.environ.setdefault("SANDBOX_TLS_URL", f"https://127.0.0.1:{_free_port()}")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Router, Status
+from ninja import Router, Schema, Status
 
 from config.http import request_user
 from extraction.models import ExtractionRun
@@ -16,13 +17,52 @@ from extraction.services import extraction_run_request
 router = Router(tags=["extraction"])
 
 
-@router.post("/extraction/runs", response={202: dict[str, Any]})
+class RunCountsOut(Schema):
+    fetched: int
+    already_done: int
+    sent_to_llm: int
+    tasks_created: int
+    quarantined: int
+
+
+class RunLLMOut(Schema):
+    calls: int
+    prompt_tokens: int
+    output_tokens: int
+
+
+class RunMailboxOut(Schema):
+    provider: str
+    address: str
+    before: str | None
+    after: str | None
+    status: str
+    error_code: str
+    error: str
+
+
+class RunOut(Schema):
+    id: int
+    trigger: str
+    status: str
+    created_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    counts: RunCountsOut
+    llm: RunLLMOut
+    mailboxes: list[RunMailboxOut]
+    rejections: list[dict[str, Any]]
+    error_code: str
+    error_message: str
+
+
+@router.post("/extraction/runs", response={202: RunOut})
 def start_run(request: HttpRequest) -> Status[Any]:
     extraction_rate_check(request=request)
     run, _ = extraction_run_request(user=request_user(request), trigger=ExtractionRun.Trigger.API)
     return Status(202, run_as_dict(run))
 
 
-@router.get("/extraction/runs/{run_id}", response=dict[str, Any])
-def get_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
+@router.get("/extraction/runs/{run_id}", response=RunOut)
+def get_run(request: HttpRequest, run_id: int) -> dict[str, object]:
     return run_as_dict(run_get(user=request_user(request), run_id=run_id))
