@@ -1,10 +1,9 @@
 """Settings for the test suite: the normal settings, with the environment pointed at test resources.
 
 Set before the normal settings are read, and inherited by any process a test starts: a Redis database
-of its own (so tests never touch the queue or cache of a running `make run`), cache keys, a Celery queue
-and a test database name of
-this run (so two test runs side by side do not disturb each other), and free ports for the sandbox,
-which the test session starts there.
+of its own (so tests never touch the queue or cache of a running `make run`); cache keys, a Celery queue
+and a test database name of this run (so two test runs side by side do not disturb each other); and free
+ports for the sandbox, which the test session starts there.
 """
 
 import os
