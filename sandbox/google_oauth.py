@@ -7,23 +7,18 @@ Tokens map to a mailbox address; `token_address` is how the Gmail API checks a B
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import re
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from flask import Blueprint, Response, redirect, render_template, request
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from flask import Blueprint, Response, redirect, request
 from werkzeug.wrappers import Response as BaseResponse
 
+from sandbox import oauth
 from sandbox.app import json_response, sandbox_state
 from sandbox.control import ControlError, control_route, parse_body
+from sandbox.oauth import ACCESS_TOKEN_LIFETIME_S, CODE_LIFETIME_S, AuthorizeProblem, RefreshToken, TokenTargetIn
 from sandbox.state import SandboxState
 
 blueprint = Blueprint("google_oauth", __name__, url_prefix="/google")
@@ -44,60 +39,31 @@ KNOWN_SCOPES = frozenset(
         "profile",
     }
 )
-ACCESS_TOKEN_LIFETIME_S = 3600
-CODE_LIFETIME_S = 600
 EXPIRED_OR_REVOKED = "Token has been expired or revoked."
-_CODE_CHALLENGE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
-_ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+STORE = "google_oauth"  # this provider's key in the sandbox state (its service name)
 
 
 @dataclass
-class AuthCode:
-    client_id: str
-    redirect_uri: str
-    code_challenge: str
-    address: str
-    scope: str
-    offline: bool
-    expires_at: float
+class AuthCode(oauth.AuthCode):
+    offline: bool  # access_type=offline: the code exchange also issues a refresh token
 
 
 @dataclass
-class AccessToken:
-    address: str
-    client_id: str
-    scope: str
-    expires_at: float
-    refresh_token: str | None
+class AccessToken(oauth.AccessToken):
+    refresh_token: str | None  # Google revokes an access token and its refresh token together
 
 
-@dataclass
-class RefreshToken:
-    address: str
-    client_id: str
-    scope: str
-
-
-@dataclass
-class OAuthData:
-    codes: dict[str, AuthCode]
-    access: dict[str, AccessToken]
-    refresh: dict[str, RefreshToken]
+OAuthData = oauth.TokenStore[AuthCode, AccessToken]
 
 
 def _data(state: SandboxState) -> OAuthData:
-    data: OAuthData = state.data.setdefault("google_oauth", OAuthData({}, {}, {}))
-    return data
+    return oauth.token_store(state, STORE)
 
 
 # Token store (used by the Gmail API and the control routes) ----------------------------------------
 def token_address(state: SandboxState, access_token: str) -> str | None:
     """The mailbox an access token opens, or None if it is unknown, revoked or expired."""
-    with state.lock:
-        token = _data(state).access.get(access_token)
-        if token is None or token.expires_at <= time.time():
-            return None
-        return token.address
+    return oauth.access_lookup(state, STORE, access_token)[0]
 
 
 def tokens_issue(
@@ -151,25 +117,17 @@ def token_revoke(state: SandboxState, token: str) -> bool:
 
 
 # Consent page ---------------------------------------------------------------------------------------
-class AuthorizeProblem(Exception):
-    pass
-
-
 def _authorize_params(source: Any) -> dict[str, str]:
     """The validated authorization request parameters from `source` (query args or form)."""
 
     def need(name: str) -> str:
-        value = str(source.get(name, "")).strip()
-        if not value:
-            raise AuthorizeProblem(f"Missing required parameter: {name}")
-        return value
+        return oauth.required(source, name, "Missing required parameter: {name}")
 
     client_id = need("client_id")
     if client_id not in CLIENTS:
         raise AuthorizeProblem(f"invalid_client: The OAuth client was not found (client_id={client_id}).")
     redirect_uri = need("redirect_uri")
-    parts = urlsplit(redirect_uri)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
+    if not oauth.is_absolute_http_url(redirect_uri):
         raise AuthorizeProblem(f"redirect_uri_mismatch: {redirect_uri} is not an absolute http(s) URL.")
     response_type = need("response_type")
     if response_type != "code":
@@ -180,7 +138,7 @@ def _authorize_params(source: Any) -> dict[str, str]:
         raise AuthorizeProblem(f"invalid_scope: Some requested scopes were invalid: {', '.join(unknown)}")
     state = need("state")
     code_challenge = need("code_challenge")
-    if not _CODE_CHALLENGE.match(code_challenge):
+    if not oauth.CODE_CHALLENGE.match(code_challenge):
         raise AuthorizeProblem("invalid_request: code_challenge must be 43-128 characters of [A-Za-z0-9._~-].")
     method = need("code_challenge_method")
     if method != "S256":
@@ -203,32 +161,19 @@ def _authorize_params(source: Any) -> dict[str, str]:
     }
 
 
-def _with_query(url: str, params: dict[str, str]) -> str:
-    parts = urlsplit(url)
-    query = [*parse_qsl(parts.query, keep_blank_values=True), *params.items()]
-    return urlunsplit(parts._replace(query=urlencode(query)))
-
-
 @blueprint.route("/o/oauth2/auth", methods=["GET", "POST"])
-def authorize() -> BaseResponse | str | tuple[str, int]:
-    source = request.args if request.method == "GET" else request.form
-    try:
-        params = _authorize_params(source)
-    except AuthorizeProblem as problem:
-        return render_template("google_error.html", problem=str(problem)), 400
+@oauth.problem_page("google_error.html")
+def authorize() -> BaseResponse | str:
+    params = _authorize_params(request.args if request.method == "GET" else request.form)
     st = sandbox_state()
     if request.method == "GET":
         from sandbox.gmail import mailbox_addresses
 
-        existing = mailbox_addresses(st)
-        default = params["login_hint"] or (existing[0] if existing else "")
-        return render_template("google_authorize.html", params=params, address=default, mailboxes=existing)
+        return oauth.consent_page("google_authorize.html", params, mailbox_addresses(st))
 
     if request.form.get("decision") != "allow":
-        return redirect(_with_query(params["redirect_uri"], {"error": "access_denied", "state": params["state"]}))
-    address = request.form.get("address", "").strip().lower()
-    if not _ADDRESS.match(address):
-        return render_template("google_error.html", problem=f"'{address}' is not an email address."), 400
+        return redirect(oauth.with_query(params["redirect_uri"], {"error": "access_denied", "state": params["state"]}))
+    address = oauth.consented_address()
     code = f"4/sbx-{secrets.token_urlsafe(32)}"
     with st.lock:
         _data(st).codes[code] = AuthCode(
@@ -240,8 +185,8 @@ def authorize() -> BaseResponse | str | tuple[str, int]:
             offline=params["access_type"] == "offline",
             expires_at=time.time() + CODE_LIFETIME_S,
         )
-    target = _with_query(params["redirect_uri"], {"state": params["state"], "code": code, "scope": params["scope"]})
-    return redirect(target)
+    values = {"state": params["state"], "code": code, "scope": params["scope"]}
+    return redirect(oauth.with_query(params["redirect_uri"], values))
 
 
 # Token endpoint -------------------------------------------------------------------------------------
@@ -249,33 +194,21 @@ def _oauth_error(error: str, description: str, status: int = 400) -> Response:
     return json_response({"error": error, "error_description": description}, status)
 
 
-def _client_credentials() -> tuple[str, str]:
-    header = request.headers.get("Authorization", "")
-    if header.lower().startswith("basic "):
-        try:
-            decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            return "", ""
-        client_id, _, secret = decoded.partition(":")
-        return unquote(client_id), unquote(secret)
-    return request.form.get("client_id", ""), request.form.get("client_secret", "")
-
-
 @blueprint.post("/token")
 def token() -> Response:
-    client_id, client_secret = _client_credentials()
+    # Basic credentials are form-urlencoded first; only base64 errors count as bad credentials.
+    client_id, client_secret = oauth.client_credentials(percent_decoded=True)
     if client_id not in CLIENTS:
         return _oauth_error("invalid_client", "The OAuth client was not found.", 401)
     if not secrets.compare_digest(CLIENTS[client_id], client_secret):
         return _oauth_error("invalid_client", "Unauthorized", 401)
-    grant_type = request.form.get("grant_type", "")
-    if grant_type == "authorization_code":
-        return _exchange_code(client_id)
-    if grant_type == "refresh_token":
-        return _refresh(client_id)
-    if not grant_type:
-        return _oauth_error("invalid_request", "Missing required parameter: grant_type")
-    return _oauth_error("unsupported_grant_type", f"Invalid grant_type: {grant_type}")
+    return oauth.grant(
+        client_id,
+        authorization_code=_exchange_code,
+        refresh_token=_refresh,
+        missing=lambda: _oauth_error("invalid_request", "Missing required parameter: grant_type"),
+        unsupported=lambda grant_type: _oauth_error("unsupported_grant_type", f"Invalid grant_type: {grant_type}"),
+    )
 
 
 def _exchange_code(client_id: str) -> Response:
@@ -293,8 +226,7 @@ def _exchange_code(client_id: str) -> Response:
         verifier = request.form.get("code_verifier", "")
         if not verifier:
             return _oauth_error("invalid_grant", "Missing code verifier.")
-        digest = hashlib.sha256(verifier.encode()).digest()
-        if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() != code.code_challenge:
+        if oauth.s256(verifier) != code.code_challenge:
             return _oauth_error("invalid_grant", "Invalid code verifier.")
     answer = tokens_issue(st, address=code.address, client_id=client_id, scope=code.scope, offline=code.offline)
     return json_response(answer)
@@ -325,37 +257,15 @@ def revoke() -> Response:
 
 
 # Control routes -------------------------------------------------------------------------------------
-class TokenIssueIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    address: str = Field(pattern=_ADDRESS.pattern)
-    expires_in: int = Field(default=ACCESS_TOKEN_LIFETIME_S, ge=0, le=7 * 24 * 3600)
+class TokenIssueIn(oauth.TokenIssueIn):
     scope: str = DEFAULT_SCOPE
     client_id: str = next(iter(CLIENTS))
-
-
-class TokenTargetIn(BaseModel):
-    """Exactly one of: one token, or every token of a mailbox."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    access_token: str | None = None
-    refresh_token: str | None = None
-    address: str | None = None
-
-    @model_validator(mode="after")
-    def exactly_one(self) -> TokenTargetIn:
-        given = [name for name in ("access_token", "refresh_token", "address") if getattr(self, name)]
-        if len(given) != 1:
-            raise ValueError("give exactly one of access_token, refresh_token, address")
-        return self
 
 
 @control_route("/google/tokens", methods=["POST"])
 def control_issue_tokens() -> Response:
     spec = parse_body(TokenIssueIn)
-    if spec.client_id not in CLIENTS:
-        raise ControlError("invalid_field", f"client_id: unknown client {spec.client_id!r}")
+    oauth.known_client(spec.client_id, CLIENTS)
     unknown = [s for s in spec.scope.split() if s not in KNOWN_SCOPES]
     if unknown or not spec.scope.split():
         raise ControlError("invalid_field", f"scope: unknown scopes {unknown}")
@@ -363,30 +273,15 @@ def control_issue_tokens() -> Response:
     answer = tokens_issue(
         st, address=spec.address, client_id=spec.client_id, scope=spec.scope, expires_in=spec.expires_in
     )
-    answer["expiry"] = datetime.fromtimestamp(time.time() + spec.expires_in, UTC).isoformat()
-    answer["address"] = spec.address.lower()
-    return json_response(answer, 201)
+    return oauth.issued(answer, spec)
 
 
 @control_route("/google/tokens/expire", methods=["POST"])
 def control_expire_tokens() -> Response:
     """Make access tokens expired now (the one given, or every access token of a mailbox)."""
     spec = parse_body(TokenTargetIn)
-    if spec.refresh_token:
-        raise ControlError("invalid_field", "refresh_token: refresh tokens do not expire; revoke them instead")
-    st = sandbox_state()
-    with st.lock:
-        data = _data(st)
-        hits = [
-            t
-            for key, t in data.access.items()
-            if key == spec.access_token or (spec.address and t.address == spec.address.lower())
-        ]
-        for t in hits:
-            t.expires_at = time.time() - 1
-    if spec.access_token and not hits:
-        raise ControlError("unknown_token", "access_token: no such access token", 404)
-    return json_response({"expired": len(hits)})
+    refusal = "refresh_token: refresh tokens do not expire; revoke them instead"
+    return oauth.expire_access_tokens(sandbox_state(), STORE, spec, refresh_refusal=refusal)
 
 
 @control_route("/google/tokens/revoke", methods=["POST"])

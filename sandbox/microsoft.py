@@ -9,7 +9,6 @@ Access tokens map to a mailbox address; `access_token_lookup` is how Graph check
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import re
@@ -19,14 +18,23 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from flask import Blueprint, Response, current_app, redirect, render_template, request
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 from werkzeug.wrappers import Response as BaseResponse
 
+from sandbox import oauth
 from sandbox.app import json_response, sandbox_state
 from sandbox.control import ControlError, control_route, parse_body
+from sandbox.oauth import (
+    ACCESS_TOKEN_LIFETIME_S,
+    CODE_LIFETIME_S,
+    AccessToken,
+    AuthorizeProblem,
+    RefreshToken,
+    TokenTargetIn,
+    b64url,
+)
 from sandbox.state import SandboxState
 
 blueprint = Blueprint("microsoft", __name__)
@@ -35,10 +43,7 @@ blueprint = Blueprint("microsoft", __name__)
 CLIENTS = {"sandbox-microsoft-client": "sandbox-microsoft-secret"}
 TENANT_ID = "5a1db0c5-7a5c-4d1e-9b8e-5a4db0c5f00d"  # the one directory every sandbox account lives in
 DEFAULT_SCOPE = "Mail.Read User.Read openid profile offline_access"
-ACCESS_TOKEN_LIFETIME_S = 3600
-CODE_LIFETIME_S = 600
-_ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_CODE_CHALLENGE = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
+STORE = "microsoft"  # this provider's key in the sandbox state (its service name)
 _TENANT = re.compile(r"^[A-Za-z0-9.-]{1,64}$")
 
 
@@ -61,57 +66,23 @@ def tls_base_url() -> str:
 
 # Storage --------------------------------------------------------------------------------------------
 @dataclass
-class AuthCode:
-    client_id: str
-    redirect_uri: str
-    code_challenge: str
-    nonce: str
-    scope: str
-    address: str
-    expires_at: float
+class AuthCode(oauth.AuthCode):
+    nonce: str  # comes back in the id_token
 
 
-@dataclass
-class AccessToken:
-    address: str
-    client_id: str
-    scope: str
-    expires_at: float
-
-
-@dataclass
-class RefreshToken:
-    address: str
-    client_id: str
-    scope: str
-
-
-@dataclass
-class IdentityData:
-    codes: dict[str, AuthCode]
-    access: dict[str, AccessToken]
-    refresh: dict[str, RefreshToken]
+IdentityData = oauth.TokenStore[AuthCode, AccessToken]
 
 
 def _data(state: SandboxState) -> IdentityData:
-    data: IdentityData = state.data.setdefault("microsoft", IdentityData({}, {}, {}))
-    return data
+    return oauth.token_store(state, STORE)
 
 
 def access_token_lookup(state: SandboxState, token: str) -> tuple[str | None, str]:
     """(the mailbox address an access token opens, or None with why: "unknown" or "expired")."""
-    with state.lock:
-        stored = _data(state).access.get(token)
-        if stored is None:
-            return None, "unknown"
-        if stored.expires_at <= time.time():
-            return None, "expired"
-        return stored.address, ""
+    return oauth.access_lookup(state, STORE, token)
 
 
 # Tokens ---------------------------------------------------------------------------------------------
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def _id_token(*, address: str, client_id: str, nonce: str | None, now: float) -> str:
@@ -125,7 +96,7 @@ def _id_token(*, address: str, client_id: str, nonce: str | None, now: float) ->
         "nbf": int(now),
         "exp": int(now) + ACCESS_TOKEN_LIFETIME_S,
         "oid": oid,
-        "sub": _b64url(hashlib.sha256(f"{oid}:{client_id}".encode()).digest()),  # pairwise, like AAD's
+        "sub": b64url(hashlib.sha256(f"{oid}:{client_id}".encode()).digest()),  # pairwise, like AAD's
         "tid": TENANT_ID,
         "preferred_username": address,
         "name": display_name(address),
@@ -133,12 +104,12 @@ def _id_token(*, address: str, client_id: str, nonce: str | None, now: float) ->
     if nonce:
         claims["nonce"] = nonce
     header = {"typ": "JWT", "alg": "none"}
-    return f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}."
+    return f"{b64url(json.dumps(header).encode())}.{b64url(json.dumps(claims).encode())}."
 
 
 def client_info(address: str) -> str:
     """base64url({"uid": oid, "utid": tid}): what MSAL keys the account by (home_account_id = uid.utid)."""
-    return _b64url(json.dumps({"uid": account_oid(address), "utid": TENANT_ID}).encode())
+    return b64url(json.dumps({"uid": account_oid(address), "utid": TENANT_ID}).encode())
 
 
 def tokens_issue(
@@ -208,18 +179,13 @@ def jwks(tenant: str) -> Response:
 
 
 # Consent page ---------------------------------------------------------------------------------------
-class AuthorizeProblem(Exception):
-    pass
-
-
 def _authorize_params(source: Any) -> dict[str, str]:
     """The validated authorization request from `source` (query args or the consent form)."""
 
     def need(name: str) -> str:
-        value = str(source.get(name, "")).strip()
-        if not value:
-            raise AuthorizeProblem(f"AADSTS900144: The request body must contain the following parameter: '{name}'.")
-        return value
+        return oauth.required(
+            source, name, "AADSTS900144: The request body must contain the following parameter: '{name}'."
+        )
 
     client_id = need("client_id")
     if client_id not in CLIENTS:
@@ -227,8 +193,7 @@ def _authorize_params(source: Any) -> dict[str, str]:
             f"AADSTS700016: Application with identifier '{client_id}' was not found in the directory."
         )
     redirect_uri = need("redirect_uri")
-    parts = urlsplit(redirect_uri)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
+    if not oauth.is_absolute_http_url(redirect_uri):
         raise AuthorizeProblem(f"AADSTS50011: The redirect URI '{redirect_uri}' is not an absolute http(s) URL.")
     response_type = need("response_type")
     if response_type != "code":
@@ -236,7 +201,7 @@ def _authorize_params(source: Any) -> dict[str, str]:
     scope = need("scope")
     code_challenge = str(source.get("code_challenge", ""))
     method = str(source.get("code_challenge_method", ""))
-    if code_challenge and (method != "S256" or not _CODE_CHALLENGE.match(code_challenge)):
+    if code_challenge and (method != "S256" or not oauth.CODE_CHALLENGE.match(code_challenge)):
         raise AuthorizeProblem("AADSTS501491: Invalid code_challenge or code_challenge_method (only S256 here).")
     response_mode = str(source.get("response_mode", "") or "query")
     if response_mode not in ("query", "form_post"):
@@ -263,27 +228,18 @@ def _answer(params: dict[str, str], values: dict[str, str]) -> BaseResponse | st
         values = {**values, "state": params["state"]}
     if params["response_mode"] == "form_post":
         return render_template("microsoft_form_post.html", action=params["redirect_uri"], values=values)
-    parts = urlsplit(params["redirect_uri"])
-    query = [*parse_qsl(parts.query, keep_blank_values=True), *values.items()]
-    return redirect(urlunsplit(parts._replace(query=urlencode(query))))
+    return redirect(oauth.with_query(params["redirect_uri"], values))
 
 
 @blueprint.route("/<tenant>/oauth2/v2.0/authorize", methods=["GET", "POST"])
-def authorize(tenant: str) -> BaseResponse | str | tuple[str, int]:
-    source = request.args if request.method == "GET" else request.form
-    try:
-        params = _authorize_params(source)
-    except AuthorizeProblem as problem:
-        return render_template("microsoft_error.html", problem=str(problem)), 400
+@oauth.problem_page("microsoft_error.html")
+def authorize(tenant: str) -> BaseResponse | str:
+    params = _authorize_params(request.args if request.method == "GET" else request.form)
     st = sandbox_state()
     if request.method == "GET":
         from sandbox.graph import mailbox_addresses
 
-        existing = mailbox_addresses(st)
-        default = params["login_hint"] or (existing[0] if existing else "")
-        return render_template(
-            "microsoft_authorize.html", tenant=tenant, params=params, address=default, mailboxes=existing
-        )
+        return oauth.consent_page("microsoft_authorize.html", params, mailbox_addresses(st), tenant=tenant)
 
     if request.form.get("decision") != "accept":
         return _answer(
@@ -293,9 +249,7 @@ def authorize(tenant: str) -> BaseResponse | str | tuple[str, int]:
                 "error_description": "AADSTS65004: User declined to consent to access the app.",
             },
         )
-    address = request.form.get("address", "").strip().lower()
-    if not _ADDRESS.match(address):
-        return render_template("microsoft_error.html", problem=f"'{address}' is not an email address."), 400
+    address = oauth.consented_address()
     code = f"M.C5sbx-code.{secrets.token_urlsafe(32)}"
     with st.lock:
         _data(st).codes[code] = AuthCode(
@@ -335,35 +289,27 @@ def _aad_error(error: str, code: int, description: str, status: int = 400) -> Re
     )
 
 
-def _client_credentials() -> tuple[str, str]:
-    header = request.headers.get("Authorization", "")
-    if header.lower().startswith("basic "):
-        try:
-            decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
-        except (ValueError, UnicodeDecodeError):
-            return "", ""
-        client_id, _, secret = decoded.partition(":")
-        return client_id, secret
-    return request.form.get("client_id", ""), request.form.get("client_secret", "")
-
-
 @blueprint.post("/<tenant>/oauth2/v2.0/token")
 def token(tenant: str) -> Response:
-    client_id, client_secret = _client_credentials()
+    # Basic credentials are taken as they are; any decoding error counts as bad credentials.
+    client_id, client_secret = oauth.client_credentials(percent_decoded=False)
     if client_id not in CLIENTS:
         return _aad_error(
             "unauthorized_client", 700016, f"Application with identifier '{client_id}' was not found.", 400
         )
     if not client_secret or not secrets.compare_digest(CLIENTS[client_id], client_secret):
         return _aad_error("invalid_client", 7000215, "Invalid client secret provided.", 401)
-    grant_type = request.form.get("grant_type", "")
-    if grant_type == "authorization_code":
-        return _exchange_code(client_id)
-    if grant_type == "refresh_token":
-        return _refresh(client_id)
-    if not grant_type:
-        return _aad_error("invalid_request", 900144, "The request body must contain the parameter: 'grant_type'.")
-    return _aad_error("unsupported_grant_type", 70003, f"The app requested an unsupported grant type '{grant_type}'.")
+    return oauth.grant(
+        client_id,
+        authorization_code=_exchange_code,
+        refresh_token=_refresh,
+        missing=lambda: _aad_error(
+            "invalid_request", 900144, "The request body must contain the parameter: 'grant_type'."
+        ),
+        unsupported=lambda grant_type: _aad_error(
+            "unsupported_grant_type", 70003, f"The app requested an unsupported grant type '{grant_type}'."
+        ),
+    )
 
 
 def _exchange_code(client_id: str) -> Response:
@@ -385,7 +331,7 @@ def _exchange_code(client_id: str) -> Response:
         verifier = request.form.get("code_verifier", "")
         if not verifier:
             return _aad_error("invalid_grant", 50148, "The code_verifier is missing.")
-        if _b64url(hashlib.sha256(verifier.encode()).digest()) != code.code_challenge:
+        if oauth.s256(verifier) != code.code_challenge:
             return _aad_error(
                 "invalid_grant", 501481, "The Code_Verifier does not match the code_challenge supplied in the request."
             )
@@ -414,64 +360,28 @@ def _refresh(client_id: str) -> Response:
 
 
 # Control routes -------------------------------------------------------------------------------------
-class TokenIssueIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    address: str = Field(pattern=_ADDRESS.pattern)
-    expires_in: int = Field(default=ACCESS_TOKEN_LIFETIME_S, ge=0, le=7 * 24 * 3600)
+class TokenIssueIn(oauth.TokenIssueIn):
     scope: str = Field(default=DEFAULT_SCOPE, min_length=1)
     client_id: str = next(iter(CLIENTS))
-
-
-class TokenTargetIn(BaseModel):
-    """Exactly one of: one token, or every token of a mailbox."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    access_token: str | None = None
-    refresh_token: str | None = None
-    address: str | None = None
-
-    @model_validator(mode="after")
-    def exactly_one(self) -> TokenTargetIn:
-        given = [name for name in ("access_token", "refresh_token", "address") if getattr(self, name)]
-        if len(given) != 1:
-            raise ValueError("give exactly one of access_token, refresh_token, address")
-        return self
 
 
 @control_route("/microsoft/tokens", methods=["POST"])
 def control_microsoft_issue_tokens() -> Response:
     """AAD's token response for an address without the consent page, plus `expiry` and `address`."""
     spec = parse_body(TokenIssueIn)
-    if spec.client_id not in CLIENTS:
-        raise ControlError("invalid_field", f"client_id: unknown client {spec.client_id!r}")
+    oauth.known_client(spec.client_id, CLIENTS)
     answer = tokens_issue(
         sandbox_state(), address=spec.address, client_id=spec.client_id, scope=spec.scope, expires_in=spec.expires_in
     )
-    answer["expiry"] = datetime.fromtimestamp(time.time() + spec.expires_in, UTC).isoformat()
-    answer["address"] = spec.address.lower()
-    return json_response(answer, 201)
+    return oauth.issued(answer, spec)
 
 
 @control_route("/microsoft/tokens/expire", methods=["POST"])
 def control_microsoft_expire_tokens() -> Response:
     """Make access tokens expired now (the one given, or every one of a mailbox): Graph answers 401."""
     spec = parse_body(TokenTargetIn)
-    if spec.refresh_token:
-        raise ControlError("invalid_field", "refresh_token: refresh tokens do not expire here; revoke them instead")
-    st = sandbox_state()
-    with st.lock:
-        hits = [
-            stored
-            for key, stored in _data(st).access.items()
-            if key == spec.access_token or (spec.address and stored.address == spec.address.lower())
-        ]
-        for stored in hits:
-            stored.expires_at = time.time() - 1
-    if spec.access_token and not hits:
-        raise ControlError("unknown_token", "access_token: no such access token", 404)
-    return json_response({"expired": len(hits)})
+    refusal = "refresh_token: refresh tokens do not expire here; revoke them instead"
+    return oauth.expire_access_tokens(sandbox_state(), STORE, spec, refresh_refusal=refusal)
 
 
 @control_route("/microsoft/tokens/revoke", methods=["POST"])

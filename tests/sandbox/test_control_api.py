@@ -51,3 +51,14 @@ def test_reset_clears_faults_and_the_request_log(sandbox: SandboxClient) -> None
 def test_request_log_filter_rejects_an_unknown_service(sandbox: SandboxClient) -> None:
     response = sandbox.http.get(f"{sandbox.base_url}/_sandbox/requests", params={"service": "nope"}, timeout=5)
     assert response.status_code == 400
+
+
+def test_a_token_request_with_a_garbled_basic_header_is_invalid_client(sandbox: SandboxClient) -> None:
+    response = sandbox.http.post(
+        f"{sandbox.base_url}/google/token",
+        data={"grant_type": "refresh_token", "refresh_token": "x"},
+        headers={"Authorization": "Basic ünïcode"},
+        timeout=5,
+    )
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_client"
