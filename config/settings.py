@@ -237,7 +237,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
-        # googleapiclient logs request URLs; keep library chatter at WARNING.
+        # Libraries that log token responses or request URLs at DEBUG: never below WARNING, whatever
+        # LOG_LEVEL says, so that no OAuth token reaches a log.
+        "requests_oauthlib": {"level": "WARNING"},
+        "oauthlib": {"level": "WARNING"},
+        "google_auth_oauthlib": {"level": "WARNING"},
+        "google.auth": {"level": "WARNING"},
+        "msal": {"level": "WARNING"},
+        "requests": {"level": "WARNING"},
         "googleapiclient": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -32,8 +33,16 @@ from extraction.services import (
     ledger_record,
 )
 from integrations.models import Integration, SyncCursor
-from integrations.providers.base import CursorExpired, Email, MailProvider, ProviderError, ProviderRateLimited
+from integrations.providers.base import (
+    CursorExpired,
+    Delta,
+    Email,
+    MailProvider,
+    ProviderError,
+    ProviderRateLimited,
+)
 from integrations.services import (
+    cursor_fits,
     integration_mark_failed,
     integration_provider,
     integration_save_refreshed_credentials,
@@ -43,6 +52,7 @@ from tasks.services import EmailTaskRow, task_insert_from_emails
 logger = logging.getLogger(__name__)
 
 
+BACKFILL_MARGIN = timedelta(minutes=5)
 LEASE_LOST = "Stopped: another run of yours took over; it finishes the work."
 
 
@@ -153,6 +163,17 @@ class ExtractionPipeline:
             cursor = cursors.get(integration.pk)
             if cursor is None:
                 continue
+            if not cursor_fits(cursor=cursor, integration=integration):
+                mailbox = Mailbox(integration, None, cursor)
+                self._leave_out(
+                    mailbox,
+                    CursorExpired(
+                        "the saved position was made for another way of reading this mailbox. Connect it again "
+                        "to start from now (its recent mail is read again)."
+                    ),
+                )
+                self.mailboxes.append(mailbox)
+                continue
             if integration.retry_after and integration.retry_after > timezone.now():
                 # The provider asked us to wait: leave the mailbox out until then, cursor untouched.
                 mailbox = Mailbox(integration, None, cursor)
@@ -185,20 +206,23 @@ class ExtractionPipeline:
         try:
             assert mailbox.provider is not None
             delta = mailbox.provider.fetch_delta(mailbox.cursor.value)
-        except CursorExpired as error:
-            # Never jump ahead blindly: the run fails and the cursor stays where it is.
-            message = (
-                f"{mailbox.integration}: the provider no longer knows the saved mailbox position, so new mail "
-                "cannot be listed safely and nothing was read. Disconnect this mailbox and connect it again to "
-                "start from now (its recent mail is read again)."
+        except CursorExpired:
+            # Never jump ahead blindly: the mailbox is left out, its cursor stays, and the person decides.
+            self._leave_out(
+                mailbox,
+                CursorExpired(
+                    "the provider no longer knows where Tasklift stopped reading, so new mail cannot be listed "
+                    "safely and nothing was read. Connect this mailbox again to start from now (its recent "
+                    "mail is read again)."
+                ),
             )
-            integration_mark_failed(integration=mailbox.integration, error=CursorExpired(message))
-            raise RunStopped(ExtractionRun.Status.FAILED, error.code, message) from error
+            return
         except ProviderError as error:
             self._leave_out(mailbox, error)
             return
         mailbox.backfill_ids = list(mailbox.integration.backfill_pending)
-        candidates = list(dict.fromkeys([*mailbox.backfill_ids, *delta.message_ids]))
+        new_ids = self._bound_backfill(mailbox, delta) if delta.backfill else delta.message_ids
+        candidates = list(dict.fromkeys([*mailbox.backfill_ids, *new_ids]))
         known = ledger_known(integration_id=mailbox.integration.pk, message_ids=candidates)
         mailbox.new_cursor = delta.new_cursor
         mailbox.pending_ids = [i for i in candidates if i not in known]
@@ -207,6 +231,23 @@ class ExtractionPipeline:
             emails_fetched=F("emails_fetched") + len(candidates),
             emails_already_done=F("emails_already_done") + len(known),
         )
+
+    @staticmethod
+    def _bound_backfill(mailbox: Mailbox, delta: Delta) -> list[str]:
+        """The first read of a mailbox: of the mail received before it was connected, only the newest
+        MAIL_BACKFILL_MAX_MESSAGES are owed; everything received since is read, however much."""
+        # An initial cursor is never updated before its first commit, so this is when the mailbox was
+        # connected; with a margin, since providers stamp mail to the second and clocks differ.
+        connected_at = mailbox.cursor.updated_at - BACKFILL_MARGIN
+        emails = delta.prefetched
+
+        def before_connect(message_id: str) -> bool:
+            return message_id in emails and emails[message_id].received_at < connected_at
+
+        older = [i for i in delta.message_ids if before_connect(i)]
+        limit = settings.MAIL_BACKFILL_MAX_MESSAGES
+        kept = set(older[-limit:] if limit else [])
+        return [i for i in delta.message_ids if not before_connect(i) or i in kept]
 
     def _leave_out(self, mailbox: Mailbox, error: ProviderError) -> None:
         mailbox.failed = error
@@ -233,13 +274,15 @@ class ExtractionPipeline:
                     break
                 gone = set(wanted) - {e.message_id for e in emails}
                 if gone:  # deleted between listing and reading: nothing left to do for them
-                    ledger_record(
-                        entries=[
-                            LedgerEntry(mailbox.integration.pk, i, ProcessedEmail.Outcome.NO_TASKS, 0, "deleted")
-                            for i in gone
-                        ],
-                        run_id=self.run.pk,
-                    )
+                    with transaction.atomic():
+                        self._hold_lease()
+                        ledger_record(
+                            entries=[
+                                LedgerEntry(mailbox.integration.pk, i, ProcessedEmail.Outcome.NO_TASKS, 0, "deleted")
+                                for i in gone
+                            ],
+                            run_id=self.run.pk,
+                        )
                 for email in emails:
                     yield SourcedEmail(mailbox, email)
 
@@ -321,6 +364,7 @@ class ExtractionPipeline:
         error = self._last_rejection
         reason = f"{error.code}: {error.message}" if error else "rejected"
         with transaction.atomic():
+            self._hold_lease()
             ledger_record(
                 entries=[
                     LedgerEntry(
@@ -337,6 +381,13 @@ class ExtractionPipeline:
         logger.warning(
             "extraction run %s quarantined one email of integration %s", self.run.pk, item.mailbox.integration.pk
         )
+
+    def _hold_lease(self) -> None:
+        """Inside a write transaction: renew the lease, which locks its row until commit, so a runner that
+        lost the lease writes nothing."""
+        assert self.token is not None
+        if not lease_renew(user_id=self.run.user_id, token=self.token):
+            raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
 
     def _write(self, batch: list[SourcedEmail], result: LLMResult) -> int:
         """The batch's tasks and ledger rows in one transaction: both or neither."""
@@ -363,11 +414,8 @@ class ExtractionPipeline:
             )
             outcome = ProcessedEmail.Outcome.TASKS if found else ProcessedEmail.Outcome.NO_TASKS
             entries.append(LedgerEntry(integration.pk, email.message_id, outcome, len(found)))
-        assert self.token is not None
         with transaction.atomic():
-            # The lease row is locked by this update until commit: a runner that lost it writes nothing.
-            if not lease_renew(user_id=self.run.user_id, token=self.token):
-                raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
+            self._hold_lease()
             created = task_insert_from_emails(rows=rows)
             ledger_record(entries=entries, run_id=self.run.pk)
             ExtractionRun.objects.filter(pk=self.run.pk).update(
@@ -423,9 +471,18 @@ class ExtractionPipeline:
                 error_message=self._left_out_message() if left_out else "",
                 updated_at=now,
             )
+        self._save_credentials()
+
+    def _save_credentials(self) -> None:
+        """Keep what a token refresh changed. After the outcome is recorded: a failure here is logged,
+        never allowed to rewrite the run's record."""
         for mailbox in self.mailboxes:
-            if mailbox.provider is not None:
+            if mailbox.provider is None:
+                continue
+            try:
                 integration_save_refreshed_credentials(integration=mailbox.integration, provider=mailbox.provider)
+            except Exception:  # the run's outcome is already committed
+                logger.exception("could not save refreshed credentials of integration %s", mailbox.integration.pk)
 
     # Record keeping -----------------------------------------------------------------------------
     def _left_out_message(self) -> str:
@@ -455,9 +512,7 @@ class ExtractionPipeline:
         self._update(
             status=status, error_code=code, error_message=message, finished_at=timezone.now(), mailboxes=reports
         )
-        for mailbox in self.mailboxes:
-            if mailbox.provider is not None:
-                integration_save_refreshed_credentials(integration=mailbox.integration, provider=mailbox.provider)
+        self._save_credentials()
 
 
 class _QueryCounter:

@@ -18,7 +18,13 @@ from config.crypto import SecretUnreadable, decrypt_json, encrypt_json, reencryp
 from integrations.models import Integration, SyncCursor
 from integrations.oauth.google import google_revoke
 from integrations.oauth.microsoft import MicrosoftTokenSource
-from integrations.providers.base import MailProvider, ProviderAuthError, ProviderError, ProviderRateLimited
+from integrations.providers.base import (
+    CursorExpired,
+    MailProvider,
+    ProviderAuthError,
+    ProviderError,
+    ProviderRateLimited,
+)
 from integrations.providers.gmail import GmailProvider, gmail_credentials
 from integrations.providers.outlook import OutlookProvider
 
@@ -28,10 +34,19 @@ logger = logging.getLogger(__name__)
 # another query must not be reused for this one.
 GMAIL_FILTER = "gmail:v1:history:messageAdded:INBOX"
 OUTLOOK_FILTER = "graph:v1.0:mailFolders/inbox/messages/delta:immutable-ids"
+CURSOR_FILTERS: dict[str, str] = {
+    Integration.Provider.GMAIL: GMAIL_FILTER,
+    Integration.Provider.OUTLOOK: OUTLOOK_FILTER,
+}
 
 
 def filter_hash(description: str) -> str:
     return hashlib.sha256(description.encode()).hexdigest()[:16]
+
+
+def cursor_fits(*, cursor: SyncCursor, integration: Integration) -> bool:
+    """Whether the cursor was made for the query we run now (a cursor of another query must not be reused)."""
+    return cursor.filter_hash == filter_hash(CURSOR_FILTERS.get(integration.provider, ""))
 
 
 # Credentials --------------------------------------------------------------------------------------
@@ -103,29 +118,14 @@ def gmail_connect(*, user: User, credentials: Credentials) -> Integration:
     if settings.MAIL_BACKFILL_DAYS and settings.MAIL_BACKFILL_MAX_MESSAGES:
         since = timezone.now() - timedelta(days=settings.MAIL_BACKFILL_DAYS)
         backfill = provider.backfill_message_ids(after=since, limit=settings.MAIL_BACKFILL_MAX_MESSAGES)
-    with transaction.atomic():
-        integration, created = Integration.objects.select_for_update().get_or_create(
-            user=user, provider=Integration.Provider.GMAIL, account_address=address.lower()
-        )
-        integration.credentials_encrypted = encrypt_json(gmail_credentials_dump(provider.credentials))
-        integration.status = Integration.Status.ACTIVE
-        integration.last_error_code = ""
-        integration.last_error = ""
-        integration.failure_count = 0
-        cursor = SyncCursor.objects.filter(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).first()
-        if cursor is None:
-            # A new mailbox (or one reconnected after a disconnect): start at "now" plus the backfill.
-            SyncCursor.objects.create(
-                integration=integration,
-                purpose=SyncCursor.Purpose.TASK_EXTRACTION,
-                value=history_id,
-                filter_hash=filter_hash(GMAIL_FILTER),
-            )
-            integration.backfill_pending = backfill
-        # A reconnect with a cursor in place keeps it: the mail since it is still owed to the person.
-        integration.save()
-    logger.info("gmail connected integration=%s created=%s backfill=%d", integration.pk, created, len(backfill))
-    return integration
+    return _integration_store(
+        user=user,
+        provider=Integration.Provider.GMAIL,
+        address=address,
+        credentials=gmail_credentials_dump(provider.credentials),
+        cursor=history_id,
+        backfill=backfill,
+    )
 
 
 def outlook_connect(*, user: User, msal_cache: str, home_account_id: str, access_token: str) -> Integration:
@@ -133,26 +133,53 @@ def outlook_connect(*, user: User, msal_cache: str, home_account_id: str, access
     the backfill window: the first run reads that recent mail and receives the first delta link."""
     provider = OutlookProvider(lambda force_refresh=False: access_token)
     address = provider.account_address()
-    credentials = {"msal_cache": msal_cache, "home_account_id": home_account_id}
+    since = timezone.now() - timedelta(days=settings.MAIL_BACKFILL_DAYS)
+    return _integration_store(
+        user=user,
+        provider=Integration.Provider.OUTLOOK,
+        address=address,
+        credentials={"msal_cache": msal_cache, "home_account_id": home_account_id},
+        cursor=provider.initial_cursor(since=since),
+        backfill=[],
+    )
+
+
+def _integration_store(
+    *, user: User, provider: str, address: str, credentials: dict[str, Any], cursor: str, backfill: list[str]
+) -> Integration:
+    """Save a newly authorised mailbox: encrypted credentials, active again, and a cursor.
+
+    A reconnect keeps the cursor in place (the mail since it is still owed to the person), except one the
+    provider no longer knows (expired): reconnecting is then the person's choice to start again from now,
+    with the backfill, under a new generation.
+    """
     with transaction.atomic():
         integration, created = Integration.objects.select_for_update().get_or_create(
-            user=user, provider=Integration.Provider.OUTLOOK, account_address=address.lower()
+            user=user, provider=provider, account_address=address.lower()
         )
+        expired = integration.last_error_code == CursorExpired.code
         integration.credentials_encrypted = encrypt_json(credentials)
         integration.status = Integration.Status.ACTIVE
         integration.last_error_code = ""
         integration.last_error = ""
         integration.failure_count = 0
-        if not SyncCursor.objects.filter(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).exists():
-            since = timezone.now() - timedelta(days=settings.MAIL_BACKFILL_DAYS)
+        current = SyncCursor.objects.filter(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).first()
+        generation = 1
+        if current is not None and expired:
+            generation = current.generation + 1
+            current.delete()
+            current = None
+        if current is None:
             SyncCursor.objects.create(
                 integration=integration,
                 purpose=SyncCursor.Purpose.TASK_EXTRACTION,
-                value=provider.initial_cursor(since=since),
-                filter_hash=filter_hash(OUTLOOK_FILTER),
+                value=cursor,
+                filter_hash=filter_hash(CURSOR_FILTERS[provider]),
+                generation=generation,
             )
+            integration.backfill_pending = backfill
         integration.save()
-    logger.info("outlook connected integration=%s created=%s", integration.pk, created)
+    logger.info("%s connected integration=%s created=%s backfill=%d", provider, integration.pk, created, len(backfill))
     return integration
 
 
@@ -182,8 +209,8 @@ def integration_mark_failed(*, integration: Integration, error: ProviderError) -
         "last_error": error.message,
         "updated_at": timezone.now(),
     }
-    if isinstance(error, ProviderAuthError):
-        changes["status"] = Integration.Status.NEEDS_REAUTH
+    if isinstance(error, ProviderAuthError | CursorExpired):
+        changes["status"] = Integration.Status.NEEDS_REAUTH  # only a new connect can help
     if isinstance(error, ProviderRateLimited) and error.retry_after:
         changes["retry_after"] = timezone.now() + timedelta(seconds=error.retry_after)
     # Conditional: a mailbox disconnected meanwhile stays disconnected.
@@ -195,11 +222,14 @@ def integration_reencrypt_all() -> tuple[int, list[int]]:
     Returns how many were re-encrypted, and the ids of those no configured key can read."""
     count, unreadable = 0, []
     for integration in Integration.objects.exclude(credentials_encrypted="").only("pk", "credentials_encrypted"):
+        old = integration.credentials_encrypted
         try:
-            integration.credentials_encrypted = reencrypt(integration.credentials_encrypted)
+            new = reencrypt(old)
         except SecretUnreadable:
             unreadable.append(integration.pk)
             continue
-        integration.save(update_fields=["credentials_encrypted"])
-        count += 1
+        # Conditional: credentials refreshed or deleted meanwhile are left as they are now.
+        count += Integration.objects.filter(pk=integration.pk, credentials_encrypted=old).update(
+            credentials_encrypted=new
+        )
     return count, unreadable

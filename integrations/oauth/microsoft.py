@@ -3,6 +3,7 @@ Mail.Read and User.Read scopes, and one MSAL token cache per mailbox, encrypted 
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any
 
@@ -15,9 +16,12 @@ from integrations.oauth.google import OAuthError
 from integrations.providers.base import ProviderAuthError, ProviderUnavailable
 from integrations.providers.outlook import graph_session
 
+logger = logging.getLogger(__name__)
+
 SESSION_KEY = "microsoft_oauth"
-# Errors of a refresh that only the person can fix, by signing in again.
-REAUTH_ERRORS = {"invalid_grant", "interaction_required", "invalid_client", "unauthorized_client", "consent_required"}
+# Errors of a refresh that only the person can fix, by signing in again. (invalid_client and the like are
+# the operator's to fix, e.g. an expired client secret: they must not send every person to reconnect.)
+REAUTH_ERRORS = {"invalid_grant", "interaction_required", "consent_required"}
 
 
 def redirect_uri() -> str:
@@ -125,6 +129,7 @@ class MicrosoftTokenSource:
         error = (result or {}).get("error", "no_token")
         if error in REAUTH_ERRORS or result is None:
             raise ProviderAuthError("Microsoft refused to renew Tasklift's access to Outlook. Connect it again.")
+        logger.error("microsoft token refresh failed with %s: check the app registration and its secret", error)
         raise ProviderUnavailable(f"Microsoft sign-in failed for now ({error}).")
 
     @property

@@ -32,6 +32,9 @@ class Delta:
     message_ids: list[str]  # new inbox messages since the cursor, oldest first, without repeats
     new_cursor: str
     prefetched: dict[str, Email] = field(default_factory=dict)  # bodies that came with the delta, by id
+    # True for the first read of a mailbox (a window of recent mail, not changes since a checkpoint): the
+    # caller bounds the part received before the mailbox was connected.
+    backfill: bool = False
 
 
 class ProviderError(Exception):

@@ -138,12 +138,7 @@ class OutlookProvider:
             if delta_link:
                 self._check_url(str(delta_link))
                 delta = self._delta(found, str(delta_link))
-                if _is_initial(cursor):
-                    # The first read of a mailbox is the bounded backfill: the newest messages of the
-                    # window only. The older ones are not owed (the person connected after them).
-                    limit = settings.MAIL_BACKFILL_MAX_MESSAGES
-                    delta = Delta(delta.message_ids[-limit:] if limit else [], delta.new_cursor, delta.prefetched)
-                return delta
+                return Delta(delta.message_ids, delta.new_cursor, delta.prefetched, backfill=_is_initial(cursor))
             next_link = page.get("@odata.nextLink")
             if not next_link:
                 raise ProviderUnavailable("Outlook ended a sync without a link to continue from; syncing will retry.")
@@ -197,9 +192,10 @@ class OutlookProvider:
     ) -> dict[str, Any]:
         """One Graph call, retried on 429/503 honouring Retry-After; the answer's JSON or a typed error."""
         headers = {"Prefer": prefer or self._prefer(), "Accept": "application/json"}
-        refreshed = False
+        refresh, refreshed = False, False
         for attempt in range(settings.GRAPH_MAX_RETRIES + 2):
-            headers["Authorization"] = f"Bearer {self.access_token(force_refresh=refreshed)}"
+            headers["Authorization"] = f"Bearer {self.access_token(force_refresh=refresh)}"
+            refresh = False  # a forced renewal is asked for once, not on every later retry
             try:
                 response = self._session.request(
                     method, url, headers=headers, json=json, timeout=settings.GRAPH_HTTP_TIMEOUT_S
@@ -210,7 +206,7 @@ class OutlookProvider:
                 raise ProviderUnavailable("Outlook could not be reached; syncing will retry.") from error
             if response.status_code == 401 and not refreshed:
                 # The token was refused before its expiry (revoked, or the clocks disagree): renew it once.
-                refreshed = True
+                refresh = refreshed = True
                 continue
             if response.status_code in _RETRYABLE and attempt < settings.GRAPH_MAX_RETRIES:
                 wait = _retry_after(response)
@@ -270,6 +266,9 @@ class OutlookProvider:
                     except ValueError:
                         waits.append(float(2**attempt))
                     failures.append(_status_error(status, _part_code(body), max(waits)))
+                elif status == 403:
+                    # One message we may not read: not the mailbox's sign-in (that fails the whole batch).
+                    failures.append(ProviderError(f"Outlook refused access to one message ({_part_code(body)})."))
                 else:
                     failures.append(_status_error(status, _part_code(body), None))
             answered = {int(part["id"]) for part in answer.get("responses") or [] if str(part.get("id", "")).isdigit()}

@@ -127,12 +127,34 @@ def test_a_redelivered_job_of_a_dead_worker_finishes_the_run(
     assert Task.objects.count() == 3
 
 
-def test_a_finished_run_is_not_run_again_by_a_duplicate_message(gmail: GmailBox, consenting_user: User) -> None:
+def test_a_finished_run_is_not_run_again_by_a_duplicate_message(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
     gmail.deliver(ask(1))
     run = run_extraction(consenting_user)
-    Task.objects.all().delete()
+    sandbox.clear_requests()
     extraction_run_job.apply(args=[run.pk])
-    assert Task.objects.count() == 0
+    assert sandbox.requests() == []
+    run.refresh_from_db()
+    assert run.deliveries == 0
+
+
+def test_a_cursor_changed_during_the_run_is_not_overwritten(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    from integrations.models import SyncCursor
+
+    for n in range(3):
+        gmail.deliver(ask(n))
+    sandbox.set_gemini_latency(500)
+
+    thread, results = in_thread(run_extraction, consenting_user)
+    wait_until(lambda: gemini_posts(sandbox) == 1)
+    SyncCursor.objects.filter(integration=gmail.integration).update(value="12345")  # someone else moved it
+    thread.join(timeout=30)
+
+    assert results[0].error_code == "cursor_conflict"
+    assert gmail.cursor == "12345"
 
 
 def test_no_mail_is_fetched_after_consent_is_revoked(

@@ -47,6 +47,8 @@ def test_one_run_reads_both_mailboxes_and_moves_both_cursors(
     assert [p.count('<email id="email_') for p in prompts] == [10, 10, 1]
     assert "project 10" in prompts[1] and "project 100" in prompts[1]  # the second batch mixes both mailboxes
     assert set(Task.objects.filter(integration=gmail.integration).values_list("source_id", flat=True)) == set(gmail_ids)
+    for n, message_id in enumerate(outlook_ids):  # each task belongs to its own email
+        assert Task.objects.get(source_id=message_id).title == f"Send the report for project {100 + n} by Friday"
     assert set(Task.objects.filter(integration=outlook.integration).values_list("source_id", flat=True)) == set(
         outlook_ids
     )
@@ -93,24 +95,63 @@ def test_outlook_messages_marked_read_come_back_but_are_not_read_again(
     assert Task.objects.count() == 5
 
 
-def test_an_expired_outlook_delta_link_fails_the_run_without_moving_any_cursor(
+def test_an_expired_outlook_delta_link_never_moves_its_cursor_and_gmail_is_still_read(
     both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
 ) -> None:
     gmail, outlook = both
     gmail.deliver(ask(1))
     outlook.deliver(ask(2))
-    gmail_before, outlook_before = gmail.cursor, outlook.cursor
+    outlook_before = outlook.cursor
     sandbox.expire_outlook_delta(outlook.address)
 
     run = run_extraction(consenting_user)
 
-    assert run.status == ExtractionRun.Status.FAILED
-    assert run.error_code == "cursor_expired"
-    assert outlook.address in run.error_message
-    assert (gmail.cursor, outlook.cursor) == (gmail_before, outlook_before)
-    assert gemini_prompts(sandbox) == []
+    assert run.mailboxes[str(outlook.integration.pk)]["error_code"] == "cursor_expired"
+    assert f"Outlook {outlook.address} was left out" in run.error_message
+    assert outlook.cursor == outlook_before
     graph_calls = [r for r in sandbox.requests("graph") if "delta" in r["path"]]
     assert len(graph_calls) == 1  # no loop, no blind restart
+    assert not Task.objects.filter(integration=outlook.integration).exists()
+    assert gmail.cursor == gmail.history_id()  # the other mailbox goes on
+    outlook.integration.refresh_from_db()
+    assert outlook.integration.status == "needs_reauth"
+
+
+def test_the_only_mailbox_expired_fails_the_run_with_a_clear_code(
+    outlook: OutlookBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    outlook.deliver(ask(2))
+    before = outlook.cursor
+    sandbox.expire_outlook_delta(outlook.address)
+
+    run = run_extraction(consenting_user)
+
+    assert (run.status, run.error_code) == (ExtractionRun.Status.FAILED, "cursor_expired")
+    assert outlook.cursor == before
+    assert gemini_prompts(sandbox) == []
+
+
+def test_mail_arriving_after_an_outlook_connect_is_all_read_whatever_the_backfill_bound(
+    sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tests.conftest import connect_outlook
+
+    settings.MAIL_BACKFILL_MAX_MESSAGES = 0  # no backfill of mail from before the connect
+    sandbox.create_outlook_mailbox("late@outlook.example.com")
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    sandbox.deliver_outlook("late@outlook.example.com", ask(1), received_at=an_hour_ago)  # before: not owed
+    box = connect_outlook(sandbox, consenting_user, "late@outlook.example.com")
+    now = datetime.now(UTC)
+    after = [  # after the connect, before any run
+        sandbox.deliver_outlook(box.address, ask(n), received_at=now)["id"] for n in range(2, 6)
+    ]
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert set(Task.objects.values_list("source_id", flat=True)) == set(after)
 
 
 def test_a_refused_outlook_refresh_leaves_it_out_and_gmail_is_still_read(
@@ -173,7 +214,8 @@ def test_outlook_tokens_are_refreshed_silently_and_saved_encrypted(
     assert "RefreshToken" in cache
     token_requests = [r for r in sandbox.requests("microsoft") if r["path"].endswith("/token")]
     assert len(token_requests) == 1
-    assert "refresh_token" not in outlook.integration.credentials_encrypted
+    refresh_tokens = json.loads(cache)["RefreshToken"].values()
+    assert all(t["secret"] not in outlook.integration.credentials_encrypted for t in refresh_tokens)
 
 
 def test_the_first_outlook_read_is_bounded_to_the_newest_messages(

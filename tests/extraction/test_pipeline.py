@@ -40,8 +40,8 @@ def test_25_new_emails_make_3_gemini_calls_and_move_the_cursor(
 
     assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
     assert [emails_in(c) for c in gemini_calls(sandbox)] == [10, 10, 5]
-    titles = set(Task.objects.filter(user=consenting_user).values_list("title", flat=True))
-    assert titles == {f"Send the report for project {n} by Friday" for n in range(25)}
+    titles = dict(Task.objects.filter(user=consenting_user).values_list("source_id", "title"))
+    assert titles == {ids[n]: f"Send the report for project {n} by Friday" for n in range(25)}  # each its own
     assert gmail.cursor == new_history_id
     assert set(ProcessedEmail.objects.values_list("message_id", flat=True)) == set(ids)
     assert (run.emails_fetched, run.emails_sent_to_llm, run.tasks_created, run.llm_calls) == (25, 25, 25, 3)
@@ -367,4 +367,30 @@ def test_an_expired_history_tells_the_person_what_to_do(
     run_extraction(consenting_user)
     gmail.integration.refresh_from_db()
     assert gmail.integration.last_error_code == "cursor_expired"
-    assert "Disconnect this mailbox and connect it again" in gmail.integration.last_error
+    assert "Connect this mailbox again to start from now" in gmail.integration.last_error
+    assert gmail.integration.status == "needs_reauth"
+
+
+def test_reconnecting_after_an_expired_history_starts_from_now_under_a_new_generation(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    from integrations.providers.gmail import gmail_credentials
+    from integrations.services import gmail_connect
+
+    gmail.deliver(ask(1))
+    sandbox.expire_history(gmail.address)
+    run_extraction(consenting_user)
+    tokens = sandbox.issue_token(gmail.address)
+
+    gmail_connect(
+        user=consenting_user,
+        credentials=gmail_credentials(
+            access_token=tokens["access_token"], refresh_token=tokens["refresh_token"], expiry=None
+        ),
+    )
+
+    cursor = SyncCursor.objects.get(integration=gmail.integration)
+    assert (cursor.value, cursor.generation) == (gmail.history_id(), 2)
+    run = run_extraction(consenting_user)
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.count() == 1  # the recent mail is read again through the backfill

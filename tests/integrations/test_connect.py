@@ -149,3 +149,13 @@ def test_mailboxes_page_never_shows_tokens(client: Client, sandbox: SandboxClien
     body = client.get("/mailboxes/").content.decode()
     assert "me@example.com" in body
     assert credentials["token"] not in body and credentials["refresh_token"] not in body
+
+
+def test_connecting_never_logs_tokens(client: Client, sandbox: SandboxClient, consenting_user: User, caplog) -> None:
+    caplog.set_level("DEBUG")
+    sandbox.create_mailbox("me@example.com")
+    client.force_login(consenting_user)
+    connect_through_pages(client, "me@example.com")
+    credentials = integration_credentials(integration=Integration.objects.get())
+    assert credentials["token"] not in caplog.text
+    assert credentials["refresh_token"] not in caplog.text

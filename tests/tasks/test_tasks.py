@@ -159,3 +159,16 @@ def test_api_a_nul_character_in_a_title_is_not_a_500(client: Client, user: User)
     response = client.post("/api/tasks", {"title": "a\u0000b"}, content_type="application/json")
     assert response.status_code == 201
     assert response.json()["title"] == "ab"
+
+
+def test_the_ledger_records_an_email_once_however_often_it_is_written(user: User) -> None:
+    from extraction.models import ExtractionRun, ProcessedEmail
+    from extraction.services import LedgerEntry, ledger_record
+    from integrations.models import Integration
+
+    integration = Integration.objects.create(user=user, provider="gmail", account_address="a@example.com")
+    run = ExtractionRun.objects.create(user=user, trigger="admin")
+    entry = LedgerEntry(integration.pk, "m1", ProcessedEmail.Outcome.NO_TASKS)
+    ledger_record(entries=[entry, entry], run_id=run.pk)
+    ledger_record(entries=[entry], run_id=run.pk)
+    assert ProcessedEmail.objects.count() == 1
