@@ -373,3 +373,33 @@ def main(benchmark: Benchmark, args: argparse.Namespace) -> int:
     benchmark.report(figures)
     print(json.dumps(figures))
     return 1 if figures["checks_failed"] else 0
+
+
+@dataclass
+class TimedRun:
+    """One extraction run, measured: its pipeline (batch statistics), record, and costs."""
+
+    pipeline: Any
+    run: Any
+    queries: int
+    wall: float
+    cpu: float
+    rss_before: float
+    rss_peak: float
+
+
+def timed_run(run: Any) -> TimedRun:
+    """Execute `run` once through ExtractionPipeline, timing it and counting every SQL statement."""
+    from django.db import connection
+
+    from extraction.pipeline import ExtractionPipeline
+
+    rss_before = peak_rss_mb()
+    counter = QueryCounter()
+    cpu_started = cpu_s()
+    started = time.perf_counter()
+    with connection.execute_wrapper(counter):
+        pipeline = ExtractionPipeline(run)
+        run = pipeline.execute()
+    wall = time.perf_counter() - started
+    return TimedRun(pipeline, run, counter.count, wall, cpu_s() - cpu_started, rss_before, peak_rss_mb())

@@ -30,16 +30,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project is one level up
 from benchmarks.common import (
     Benchmark,
-    QueryCounter,
     SandboxProcess,
-    cpu_s,
     git_version,
     mail_mix,
     main,
     parse_args,
-    peak_rss_mb,
     report_rest,
     report_run,
+    timed_run,
 )
 
 BENCH_DATABASE = "tasklift_bench"
@@ -49,11 +47,9 @@ FIRST_DATE = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)  # fixed, so every run sends
 
 def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     from django.conf import settings
-    from django.db import connection
 
     from accounts.services import consent_grant, user_create
     from extraction.models import ExtractionRun, ProcessedEmail
-    from extraction.pipeline import ExtractionPipeline
     from integrations.providers.gmail import gmail_credentials
     from integrations.services import gmail_connect
     from sandbox.client import SandboxClient
@@ -90,16 +86,9 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     run = ExtractionRun.objects.create(user=user, trigger=ExtractionRun.Trigger.ADMIN)
 
     # The run ------------------------------------------------------------------------------------------
-    rss_before = peak_rss_mb()
-    counter = QueryCounter()
-    cpu_started = cpu_s()
-    started = time.perf_counter()
-    with connection.execute_wrapper(counter):
-        pipeline = ExtractionPipeline(run)
-        run = pipeline.execute()
-    wall = time.perf_counter() - started
-    cpu = cpu_s() - cpu_started
-    rss_peak = peak_rss_mb()
+    measured = timed_run(run)
+    pipeline, run, wall, cpu = measured.pipeline, measured.run, measured.wall, measured.cpu
+    rss_before, rss_peak = measured.rss_before, measured.rss_peak
 
     # What reached the sandbox ----------------------------------------------------------------------------
     gmail_log = client.requests("gmail")
@@ -149,7 +138,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
         "llm_batches": len(stats),
         "tasks_per_batch_min": min(tasks),
         "tasks_per_batch_max": max(tasks),
-        "db_queries_total": counter.count,
+        "db_queries_total": measured.queries,
         "db_queries_in_batches": sum(s.queries for s in stats),
         "prompt_tokens": run.prompt_tokens,
         "output_tokens": run.output_tokens,

@@ -42,16 +42,14 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project is one level up
 from benchmarks.common import (
     Benchmark,
-    QueryCounter,
     SandboxProcess,
-    cpu_s,
     git_version,
     mail_mix,
     main,
     parse_args,
-    peak_rss_mb,
     report_rest,
     report_run,
+    timed_run,
 )
 
 if TYPE_CHECKING:  # imported for real only after django.setup()
@@ -158,7 +156,6 @@ def identity_counts(log: list[dict[str, Any]]) -> dict[str, int]:
 
 def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     from django.conf import settings
-    from django.db import connection
 
     from accounts.services import consent_grant, user_create
     from extraction.models import ExtractionRun, ProcessedEmail
@@ -215,16 +212,9 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     run = ExtractionRun.objects.create(user=user, trigger=ExtractionRun.Trigger.ADMIN)
 
     # The run ------------------------------------------------------------------------------------------
-    rss_before = peak_rss_mb()
-    counter = QueryCounter()
-    cpu_started = cpu_s()
-    started = time.perf_counter()
-    with connection.execute_wrapper(counter):
-        pipeline = ExtractionPipeline(run)
-        run = pipeline.execute()
-    wall = time.perf_counter() - started
-    cpu = cpu_s() - cpu_started
-    rss_peak = peak_rss_mb()
+    measured = timed_run(run)
+    pipeline, run, wall, cpu = measured.pipeline, measured.run, measured.wall, measured.cpu
+    rss_before, rss_peak = measured.rss_before, measured.rss_peak
 
     # What reached the sandbox ----------------------------------------------------------------------------
     graph = graph_counts(client.requests("graph"))
@@ -284,7 +274,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
         "llm_batches": len(stats),
         "tasks_per_batch_min": min(tasks),
         "tasks_per_batch_max": max(tasks),
-        "db_queries_total": counter.count,
+        "db_queries_total": measured.queries,
         "db_queries_in_batches": sum(s.queries for s in stats),
         "prompt_tokens": run.prompt_tokens,
         "output_tokens": run.output_tokens,

@@ -190,7 +190,7 @@ class ExtractionPipeline:
             self.mailboxes.append(mailbox)
             if not mailbox.failed:
                 self._fetch_delta(mailbox)
-        self._update(mailboxes={str(m.integration.pk): m.report() for m in self.mailboxes})
+        self._update(mailboxes=self._reports())
         if not self.mailboxes:
             raise RunStopped(
                 ExtractionRun.Status.SKIPPED,
@@ -433,7 +433,7 @@ class ExtractionPipeline:
         """Move every cursor that may move, in one transaction, each a compare-and-swap, or none."""
         assert self.token is not None
         now = timezone.now()
-        reports = {str(m.integration.pk): m.report() for m in self.mailboxes}
+        reports = self._reports()
         with transaction.atomic():
             if not lease_holds(user_id=self.run.user_id, token=self.token):
                 raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
@@ -484,6 +484,10 @@ class ExtractionPipeline:
             except Exception:  # the run's outcome is already committed
                 logger.exception("could not save refreshed credentials of integration %s", mailbox.integration.pk)
 
+    def _reports(self) -> dict[str, dict[str, Any]]:
+        """What the run record says of each mailbox, by integration id."""
+        return {str(m.integration.pk): m.report() for m in self.mailboxes}
+
     # Record keeping -----------------------------------------------------------------------------
     def _left_out_message(self) -> str:
         return " ".join(
@@ -508,7 +512,7 @@ class ExtractionPipeline:
             setattr(self.run, name, value)
 
     def _finish(self, status: str, code: str, message: str) -> None:
-        reports = {str(m.integration.pk): m.report() for m in self.mailboxes}
+        reports = self._reports()
         self._update(
             status=status, error_code=code, error_message=message, finished_at=timezone.now(), mailboxes=reports
         )

@@ -12,26 +12,12 @@ from django.conf import settings
 from playwright.sync_api import Page, expect
 
 from accounts.models import User
-from config.run import DEMO_PASSWORD
 from extraction.models import ExtractionRun
 from sandbox.demo.messages import DEMO_ADDRESS, EXPECTED_ASKS
 from tasks.models import Task
+from tests.e2e.conftest import FINISHED, ROWS_JS, RUN_TIMEOUT_MS, log_in_and_consent, watch_errors
 
 SCREENSHOT = settings.BASE_DIR / "test-artifacts" / "e2e-gmail-tasks.png"
-RUN_TIMEOUT_MS = 40_000  # the whole demo inbox read by the sandbox Gemini; it takes a few seconds
-FINISHED = re.compile(r"^(succeeded|failed|cancelled|skipped|limited)$")
-
-# What each task row shows, read in one call.
-ROWS_JS = """rows => rows.map(row => {
-  const link = row.querySelector('a.email-link');
-  const meta = row.querySelector('.meta');
-  return {
-    title: row.querySelector('.task-title')?.textContent.trim() ?? '',
-    meta: meta ? meta.textContent.replace(/\\s+/g, ' ').trim() : '',
-    subject: link ? link.textContent.trim() : null,
-    href: link ? link.getAttribute('href') : null,
-  };
-})"""
 
 
 @pytest.mark.e2e
@@ -39,30 +25,11 @@ def test_connect_gmail_and_extract_now_lists_the_demo_tasks(
     live_site: str, demo_user: User, demo_mailbox: str, celery_worker: Any, browser_page: Page
 ) -> None:
     page = browser_page
-    page_errors: list[str] = []
-    server_errors: list[str] = []
-    page.on("pageerror", lambda error: page_errors.append(str(error)))
-    page.on("response", lambda r: server_errors.append(f"{r.status} {r.url}") if r.status >= 500 else None)
+    page_errors, server_errors = watch_errors(page)
     expected_total = sum(EXPECTED_ASKS.values())
     assert expected_total > 0
 
-    # Log in as the demo account.
-    page.goto(f"{live_site}/login/")
-    page.get_by_label("Email address").fill(DEMO_ADDRESS)
-    page.get_by_label("Password").fill(DEMO_PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(f"{live_site}/")
-    expect(page.locator(".topbar .who")).to_have_text(DEMO_ADDRESS)
-    expect(page.locator("#consent-needed")).to_be_visible()
-    expect(page.locator("#mailbox-needed")).to_be_visible()
-
-    # Give AI consent.
-    page.get_by_role("link", name="AI consent").click()
-    expect(page.locator("#consent-status")).to_contain_text("No consent")
-    page.get_by_role("button", name=re.compile(r"^I agree")).click()
-    expect(page).to_have_url(f"{live_site}/")
-    expect(page.locator(".messages")).to_contain_text("Tasklift may now send your new email to Gemini")
-    expect(page.locator("#consent-needed")).to_have_count(0)
+    log_in_and_consent(page, live_site)
 
     # Connect Gmail: Tasklift sends the browser to the sandbox's Google consent screen.
     page.get_by_role("link", name="Mailboxes", exact=True).click()

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 import requests
 from django.conf import settings
-from django.db import connections
 from playwright.sync_api import Page, Route, expect
 
 from accounts.models import User
-from config.run import DEMO_PASSWORD
 from extraction.models import ExtractionRun
 from integrations.models import Integration
 from sandbox.client import SandboxClient
@@ -25,26 +22,10 @@ from sandbox.demo import load_demo_outlook
 from sandbox.demo.messages import DEMO_ADDRESS, EXPECTED_ASKS
 from sandbox.server import SandboxServer
 from tasks.models import Task
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.conftest import FINISHED, ROWS_JS, RUN_TIMEOUT_MS, log_in_and_consent, watch_errors
 
 SCREENSHOT = settings.BASE_DIR / "test-artifacts" / "e2e-outlook-tasks.png"
-RUN_TIMEOUT_MS = 40_000  # the whole demo inbox (twice, in the second test) read by the sandbox Gemini
-FINISHED = re.compile(r"^(succeeded|failed|cancelled|skipped|limited)$")
 OUTLOOK_WEB = "https://outlook.office365.com/"
-
-# What each task row shows, read in one call.
-ROWS_JS = """rows => rows.map(row => {
-  const link = row.querySelector('a.email-link');
-  const meta = row.querySelector('.meta');
-  return {
-    title: row.querySelector('.task-title')?.textContent.trim() ?? '',
-    meta: meta ? meta.textContent.replace(/\\s+/g, ' ').trim() : '',
-    subject: link ? link.textContent.trim() : null,
-    href: link ? link.getAttribute('href') : null,
-    target: link ? link.getAttribute('target') : null,
-    rel: link ? link.getAttribute('rel') : null,
-  };
-})"""
 
 
 @pytest.fixture
@@ -54,62 +35,7 @@ def demo_outlook(sandbox: SandboxClient, sandbox_server: SandboxServer) -> str:
     return DEMO_ADDRESS
 
 
-@pytest.fixture
-def tls_browser_page(_django_orm_beside_playwright: None) -> Iterator[Page]:
-    """Like `browser_page`, but the context accepts the sandbox's self-signed certificate.
-
-    `ignore_https_errors=True` is here ONLY because the browser itself has no way to know the certificate the
-    sandbox generates at start (it is in no trust store Chromium reads): without it Chromium stops at its
-    interstitial on the sandbox's Microsoft consent page. It concerns this browser context alone. The app's
-    own server-side TLS (MSAL's token exchange and every Graph call) stays strict: it trusts exactly
-    settings.MICROSOFT_CA_BUNDLE and never turns verification off, and the test goes through those calls.
-
-    Request it last, as `browser_page` (see tests/e2e/conftest.py).
-    """
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`) to run the browser tests")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        try:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                context = browser.new_context(viewport={"width": 1280, "height": 900}, ignore_https_errors=True)
-                context.set_default_timeout(10_000)
-                yield context.new_page()
-                context.close()
-            finally:
-                browser.close()
-        finally:
-            connections.close_all()  # the test body's second connection (see browser_page)
-
-
 # Steps ----------------------------------------------------------------------------------------------
-def watch_errors(page: Page) -> tuple[list[str], list[str]]:
-    page_errors: list[str] = []
-    server_errors: list[str] = []
-    page.on("pageerror", lambda error: page_errors.append(str(error)))
-    page.on("response", lambda r: server_errors.append(f"{r.status} {r.url}") if r.status >= 500 else None)
-    return page_errors, server_errors
-
-
-def log_in_and_consent(page: Page, live_site: str) -> None:
-    page.goto(f"{live_site}/login/")
-    page.get_by_label("Email address").fill(DEMO_ADDRESS)
-    page.get_by_label("Password").fill(DEMO_PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(f"{live_site}/")
-    expect(page.locator(".topbar .who")).to_have_text(DEMO_ADDRESS)
-    expect(page.locator("#consent-needed")).to_be_visible()
-
-    page.get_by_role("link", name="AI consent").click()
-    expect(page.locator("#consent-status")).to_contain_text("No consent")
-    page.get_by_role("button", name=re.compile(r"^I agree")).click()
-    expect(page).to_have_url(f"{live_site}/")
-    expect(page.locator(".messages")).to_contain_text("Tasklift may now send your new email to Gemini")
-    expect(page.locator("#consent-needed")).to_have_count(0)
-
-
 def expect_mailbox_active(page: Page, provider: str) -> None:
     mailbox = page.locator("#mailbox-list > li").filter(
         has=page.locator("strong", has_text=re.compile(f"^{provider}$"))
