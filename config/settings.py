@@ -263,11 +263,20 @@ EXTRACTION_BAD_OUTPUT_ATTEMPTS = env_int("EXTRACTION_BAD_OUTPUT_ATTEMPTS", 2, mi
 EXTRACTION_LEASE_SECONDS = env_int("EXTRACTION_LEASE_SECONDS", 900, minimum=30)
 EXTRACTION_MAX_DELIVERIES = env_int("EXTRACTION_MAX_DELIVERIES", 3, minimum=1)
 EXTRACTION_SCHEDULE_MINUTES = env_int("EXTRACTION_SCHEDULE_MINUTES", 10, minimum=1)
+# Tests only: the crash point at which a run kills its own process (extraction/crashpoints.py).
+EXTRACTION_CRASH_POINT = env_str("EXTRACTION_CRASH_POINT")
+if PRODUCTION and EXTRACTION_CRASH_POINT:
+    raise ImproperlyConfigured("EXTRACTION_CRASH_POINT is for tests; it must not be set in production.")
 MAIL_BACKFILL_DAYS = env_int("MAIL_BACKFILL_DAYS", 7, minimum=0)
 MAIL_BACKFILL_MAX_MESSAGES = env_int("MAIL_BACKFILL_MAX_MESSAGES", 100, minimum=0)
 CELERY_BEAT_SCHEDULE["extraction-schedule"] = {
     "task": "extraction.jobs.extraction_schedule_job",
     "schedule": EXTRACTION_SCHEDULE_MINUTES * 60,
+}
+EXTRACTION_REAPER_SECONDS = env_int("EXTRACTION_REAPER_SECONDS", 30, minimum=1)
+CELERY_BEAT_SCHEDULE["extraction-reaper"] = {
+    "task": "extraction.jobs.extraction_reap_job",
+    "schedule": EXTRACTION_REAPER_SECONDS,
 }
 if CELERY_TASK_TIME_LIMIT >= EXTRACTION_LEASE_SECONDS:
     raise ImproperlyConfigured("EXTRACTION_LEASE_SECONDS must exceed CELERY_TASK_TIME_LIMIT.")

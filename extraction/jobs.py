@@ -9,9 +9,9 @@ from django.conf import settings
 from django.db.models import Exists, F, OuterRef
 
 from accounts.models import AIConsent, User
-from extraction.models import ExtractionRun
+from extraction.models import ExtractionLease, ExtractionRun
 from extraction.pipeline import LeaseBusy, extraction_run_execute
-from extraction.services import extraction_run_give_up, extraction_run_request
+from extraction.services import extraction_run_give_up, extraction_run_request, extraction_runs_reap
 from integrations.models import Integration
 
 logger = logging.getLogger(__name__)
@@ -36,6 +36,8 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
     try:
         extraction_run_execute(run=run)
     except LeaseBusy as busy:
+        if ExtractionLease.objects.filter(user_id=run.user_id, run_id=run.pk).exists():
+            return  # a live delivery of this same run holds the lease (the broker redelivered it): let it finish
         # Another run of this person is in progress: wait for it rather than run beside it.
         if self.request.retries >= self.max_retries:
             extraction_run_give_up(
@@ -56,3 +58,11 @@ def extraction_schedule_job() -> int:
         queued += int(created)
     logger.info("scheduled %d extraction runs", queued)
     return queued
+
+
+@shared_task
+def extraction_reap_job() -> int:
+    """Runs whose runner died (kill -9, a lost worker, the database lost under it) are taken up again
+    within a reaper interval, not after the broker's visibility timeout."""
+    requeued, given_up = extraction_runs_reap()
+    return requeued + given_up

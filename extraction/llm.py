@@ -26,6 +26,7 @@ from google import genai
 from google.genai import errors, types
 from pydantic import ValidationError
 
+from extraction.crashpoints import crash_point
 from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, build_prompt
 from integrations.providers.base import Email
 
@@ -180,7 +181,7 @@ class GeminiClient:
                     jitter=initial_delay,
                     http_status_codes=list(RETRY_STATUS_CODES),
                 ),
-                client_args={"event_hooks": {"request": [self._count_attempt]}},
+                client_args={"event_hooks": {"request": [self._count_attempt], "response": [_answered]}},
             ),
         )
 
@@ -308,6 +309,10 @@ class GeminiClient:
 
     def _count_attempt(self, _request: httpx2.Request) -> None:
         self._attempts.count = getattr(self._attempts, "count", 0) + 1
+
+
+def _answered(_response: httpx2.Response) -> None:
+    crash_point("llm_call")  # the answer is here (and paid for), not yet read or written
 
 
 def _due_date(email_id: str, value: str | None) -> date | None:

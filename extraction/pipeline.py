@@ -20,6 +20,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.selectors import consent_is_current
+from extraction.crashpoints import crash_point
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMResult
 from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.prompt import temp_id
@@ -206,6 +207,7 @@ class ExtractionPipeline:
         try:
             assert mailbox.provider is not None
             delta = mailbox.provider.fetch_delta(mailbox.cursor.value)
+            crash_point("fetch")
         except CursorExpired:
             # Never jump ahead blindly: the mailbox is left out, its cursor stays, and the person decides.
             self._leave_out(
@@ -418,6 +420,7 @@ class ExtractionPipeline:
             self._hold_lease()
             created = task_insert_from_emails(rows=rows)
             ledger_record(entries=entries, run_id=self.run.pk)
+            crash_point("batch_tx")
             ExtractionRun.objects.filter(pk=self.run.pk).update(
                 emails_sent_to_llm=F("emails_sent_to_llm") + len(batch),
                 tasks_created=F("tasks_created") + created,
@@ -426,6 +429,7 @@ class ExtractionPipeline:
                 output_tokens=F("output_tokens") + result.usage.output_tokens,
                 updated_at=timezone.now(),
             )
+        crash_point("after_batch")
         return created
 
     # Commit -------------------------------------------------------------------------------------
@@ -471,6 +475,8 @@ class ExtractionPipeline:
                 error_message=self._left_out_message() if left_out else "",
                 updated_at=now,
             )
+            crash_point("cursor_tx")
+        crash_point("after_commit")
         self._save_credentials()
 
     def _save_credentials(self) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -30,7 +32,7 @@ def extraction_run_request(*, user: User, trigger: str) -> tuple[ExtractionRun, 
         User.objects.select_for_update().filter(pk=user.pk).first()  # one request per person at a time
         stale = timezone.now() - timedelta(seconds=settings.EXTRACTION_LEASE_SECONDS)
         waiting = ExtractionRun.objects.filter(user=user, status=ExtractionRun.Status.QUEUED).first()
-        if waiting is not None and waiting.created_at >= stale:
+        if waiting is not None and waiting.updated_at >= stale:
             return waiting, False
         if waiting is not None:  # its job was lost (broker restarted, enqueue failed): never let it block
             extraction_run_give_up(
@@ -61,6 +63,36 @@ def extraction_run_give_up(*, run: ExtractionRun, code: str, message: str) -> No
 
 
 # Lease --------------------------------------------------------------------------------------------
+#
+# Two things make a lease. The row's `token` only grows and fences writes: a runner whose token is no
+# longer the row's can commit nothing. Liveness is a PostgreSQL session-level advisory lock, held on a
+# connection of its own for as long as the run holds the lease: when the runner's process dies (kill -9,
+# a lost worker, the database restarted under it), PostgreSQL drops the connection and the lock with it,
+# so the person's next run starts at once instead of waiting out a timeout, and a long Gemini call never
+# makes a live runner lose its lease. That connection must reach PostgreSQL directly (not through a
+# transaction-pooling proxy), and it holds no transaction, so it blocks nothing else.
+
+_LOCK_NAMESPACE = 0x7A5C  # the first key of our advisory locks; the second is the user id
+_holders: dict[tuple[int, int], psycopg.Connection[Any]] = {}
+_holders_lock = threading.Lock()
+
+
+def _lock_key(user_id: int) -> int:
+    return user_id % 2**31  # an int4; two people sharing a key only wait for each other, never mix
+
+
+def _lease_connection() -> psycopg.Connection[Any]:
+    params = {k: v for k, v in connection.get_connection_params().items() if k not in ("cursor_factory", "context")}
+    # TCP keepalives let PostgreSQL notice a runner whose machine vanished (unix sockets ignore them).
+    return psycopg.connect(
+        **params,
+        autocommit=True,
+        keepalives=1,
+        keepalives_idle=30,
+        keepalives_interval=10,
+        keepalives_count=3,
+        application_name="tasklift-lease",
+    )
 
 
 def _lease_expiry() -> datetime:
@@ -68,38 +100,95 @@ def _lease_expiry() -> datetime:
 
 
 def lease_acquire(*, run: ExtractionRun) -> int | None:
-    """Take the user's lease for `run`. Returns the new token, or None while another run holds it.
+    """Take the user's lease for `run`. Returns the new token, or None while a live runner holds it.
 
-    The same run may take its own lease over at once (its worker died and the job was redelivered): the
-    token grows, so the dead worker, were it to wake, could no longer commit.
+    A runner whose process died no longer holds it, whatever the row says: its lock went with its
+    connection. The token grows, so a runner that lost its lease (were it only cut off) cannot commit.
     """
-    ExtractionLease.objects.get_or_create(user_id=run.user_id)
-    with transaction.atomic():
-        lease = ExtractionLease.objects.select_for_update().get(user_id=run.user_id)
-        now = timezone.now()
-        held = lease.run_id is not None and lease.expires_at is not None and lease.expires_at > now
-        if held and lease.run_id != run.pk:
+    holder = _lease_connection()
+    try:
+        locked = holder.execute(
+            "SELECT pg_try_advisory_lock(%s, %s)", (_LOCK_NAMESPACE, _lock_key(run.user_id))
+        ).fetchone()
+        if not locked or not locked[0]:
+            holder.close()
             return None
-        lease.token += 1
-        lease.run = run
-        lease.expires_at = _lease_expiry()
-        lease.save(update_fields=["token", "run", "expires_at"])
-        return lease.token
+        ExtractionLease.objects.get_or_create(user_id=run.user_id)
+        with transaction.atomic():
+            lease = ExtractionLease.objects.select_for_update().get(user_id=run.user_id)
+            lease.token += 1
+            lease.run = run
+            lease.expires_at = _lease_expiry()
+            lease.save(update_fields=["token", "run", "expires_at"])
+    except BaseException:
+        holder.close()
+        raise
+    with _holders_lock:
+        _holders[(run.user_id, lease.token)] = holder
+    return lease.token
 
 
 def lease_renew(*, user_id: int, token: int) -> bool:
-    """Extend the lease if `token` still holds it."""
+    """Whether `token` still holds the lease (and note that its runner is alive)."""
     return ExtractionLease.objects.filter(user_id=user_id, token=token).update(expires_at=_lease_expiry()) == 1
 
 
 def lease_release(*, user_id: int, token: int) -> None:
-    ExtractionLease.objects.filter(user_id=user_id, token=token).update(run=None, expires_at=None)
+    try:
+        ExtractionLease.objects.filter(user_id=user_id, token=token).update(run=None, expires_at=None)
+    finally:
+        with _holders_lock:
+            holder = _holders.pop((user_id, token), None)
+        if holder is not None:
+            holder.close()  # the advisory lock goes with the connection
 
 
 def lease_holds(*, user_id: int, token: int) -> bool:
     """Inside a transaction: lock the lease row and tell whether `token` still holds it."""
     lease = ExtractionLease.objects.select_for_update().filter(user_id=user_id).first()
     return lease is not None and lease.token == token
+
+
+def lease_live_user_ids() -> set[int]:
+    """The people whose lease a live runner holds now (its advisory lock is held in this database)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s AND objsubid = 2 "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            [_LOCK_NAMESPACE],
+        )
+        return {int(row[0]) for row in cursor.fetchall()}
+
+
+def extraction_runs_reap() -> tuple[int, int]:
+    """Take up again every run left `running` by a runner that died (DESIGN §6): queue it once more, or
+    end it when its worker has died too often. Returns (requeued, given up)."""
+    from extraction.jobs import extraction_run_job
+
+    live = lease_live_user_ids()
+    leases = dict(ExtractionLease.objects.values_list("user_id", "run_id"))
+    requeued = given_up = 0
+    for run in ExtractionRun.objects.filter(status=ExtractionRun.Status.RUNNING):
+        if _lock_key(run.user_id) in live and leases.get(run.user_id) == run.pk:
+            continue  # its runner is alive
+        if run.deliveries >= settings.EXTRACTION_MAX_DELIVERIES:
+            extraction_run_give_up(
+                run=run,
+                code="worker_lost",
+                message="The run was interrupted several times and was stopped. No mailbox position moved.",
+            )
+            given_up += 1
+            continue
+        with transaction.atomic():
+            moved = ExtractionRun.objects.filter(pk=run.pk, status=ExtractionRun.Status.RUNNING).update(
+                status=ExtractionRun.Status.QUEUED, updated_at=timezone.now()
+            )
+            if moved:
+                transaction.on_commit(lambda run=run: _enqueue(run, extraction_run_job))  # type: ignore[misc]
+        requeued += moved
+    if requeued or given_up:
+        logger.warning("reaped extraction runs of dead runners: %d queued again, %d given up", requeued, given_up)
+    return requeued, given_up
 
 
 # Ledger -------------------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -14,13 +16,23 @@ from accounts.models import User
 from accounts.services import consent_revoke
 from extraction.jobs import extraction_run_job
 from extraction.models import ExtractionLease, ExtractionRun, ProcessedEmail
-from extraction.services import lease_acquire, lease_release, lease_renew
+from extraction.services import extraction_runs_reap, lease_acquire, lease_release, lease_renew
 from sandbox.client import SandboxClient
 from tasks.models import Task
 from tests.conftest import GmailBox, run_extraction
 from tests.mail import ask
+from tests.processes import run_extract
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def cut_off_lease_holders() -> None:
+    """End every lease connection of this database, as PostgreSQL does when it loses a runner."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'tasklift-lease' AND datname = current_database()"
+        )
 
 
 def gemini_posts(sandbox: SandboxClient) -> int:
@@ -55,18 +67,86 @@ def test_one_lease_per_user_and_the_token_only_grows(consenting_user: User) -> N
     token = lease_acquire(run=first)
     assert token == 1
     assert lease_acquire(run=second) is None
-    assert lease_acquire(run=first) == 2  # the same run taking its lease over (its worker died)
+    assert lease_acquire(run=first) is None  # a live runner's lease is not taken, not even by its own run
+    lease_release(user_id=consenting_user.pk, token=1)
+    assert lease_acquire(run=second) == 2
     assert not lease_renew(user_id=consenting_user.pk, token=1)
     lease_release(user_id=consenting_user.pk, token=2)
-    assert lease_acquire(run=second) == 3
 
 
-def test_an_expired_lease_can_be_taken_by_another_run(consenting_user: User) -> None:
+def test_a_long_call_never_costs_a_live_runner_its_lease(consenting_user: User) -> None:
     first = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
     second = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
-    lease_acquire(run=first)
-    ExtractionLease.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert lease_acquire(run=second) == 2
+    token = lease_acquire(run=first)
+    assert token is not None
+    ExtractionLease.objects.update(expires_at=timezone.now() - timedelta(hours=1))  # a very long Gemini call
+    assert lease_acquire(run=second) is None
+    assert lease_renew(user_id=consenting_user.pk, token=token)
+    lease_release(user_id=consenting_user.pk, token=token)
+
+
+def test_a_dead_runners_lease_is_free_at_once(gmail: GmailBox, consenting_user: User) -> None:
+    gmail.deliver(ask(1))
+    killed = run_extract(consenting_user.email, crash_point="llm_call")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    dead = ExtractionRun.objects.get()
+    assert dead.status == ExtractionRun.Status.RUNNING  # nothing could record its death
+
+    run = run_extraction(consenting_user)  # at once: no lease timeout to wait out
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.count() == 1
+
+
+def test_a_finished_runs_lease_never_blocks_the_next_one(gmail: GmailBox, consenting_user: User) -> None:
+    gmail.deliver(ask(1))
+    killed = run_extract(consenting_user.email, crash_point="after_commit")  # dies holding the lease
+    assert killed.returncode == -signal.SIGKILL
+    assert ExtractionRun.objects.get().status == ExtractionRun.Status.SUCCEEDED
+
+    assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
+
+
+def test_the_reaper_takes_up_a_run_whose_runner_died(
+    gmail: GmailBox, consenting_user: User, broker_queue: Callable[[], int]
+) -> None:
+    for n in range(3):
+        gmail.deliver(ask(n))
+    assert run_extract(consenting_user.email, crash_point="batch_tx").returncode == -signal.SIGKILL
+    dead = ExtractionRun.objects.get()
+
+    assert extraction_runs_reap() == (1, 0)
+    assert broker_queue() == 1
+    dead.refresh_from_db()
+    assert dead.status == ExtractionRun.Status.QUEUED
+    extraction_run_job.apply(args=[dead.pk])  # what the worker does with the queued job
+
+    dead.refresh_from_db()
+    assert dead.status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.count() == 3
+    assert gmail.cursor == gmail.history_id()
+    assert extraction_runs_reap() == (0, 0)
+
+
+def test_the_reaper_leaves_a_live_run_alone(gmail: GmailBox, sandbox: SandboxClient, consenting_user: User) -> None:
+    gmail.deliver(ask(1))
+    sandbox.set_gemini_latency(1500)
+    thread, results = in_thread(run_extraction, consenting_user)
+    wait_until(lambda: gemini_posts(sandbox) == 1)
+
+    assert extraction_runs_reap() == (0, 0)
+
+    thread.join(timeout=30)
+    assert results[0].status == ExtractionRun.Status.SUCCEEDED
+
+
+def test_the_reaper_gives_up_a_run_whose_worker_keeps_dying(consenting_user: User, settings) -> None:
+    run = ExtractionRun.objects.create(
+        user=consenting_user, trigger="manual", status="running", deliveries=settings.EXTRACTION_MAX_DELIVERIES
+    )
+    assert extraction_runs_reap() == (0, 1)
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == ("failed", "worker_lost")
 
 
 def test_revoking_consent_stops_the_run_before_its_next_batch(
@@ -99,7 +179,7 @@ def test_a_stale_runner_cannot_commit_and_no_task_is_duplicated(
 
     stale_thread, stale_results = in_thread(run_extraction, consenting_user)
     wait_until(lambda: gemini_posts(sandbox) == 1)
-    ExtractionLease.objects.update(expires_at=timezone.now() - timedelta(seconds=1))  # as if it hung
+    cut_off_lease_holders()  # as if its connection to PostgreSQL was lost while it kept working
     fresh = run_extraction(consenting_user)
     stale_thread.join(timeout=30)
     stale = stale_results[0]
@@ -118,7 +198,7 @@ def test_a_redelivered_job_of_a_dead_worker_finishes_the_run(
     for n in range(3):
         gmail.deliver(ask(n))
     run = ExtractionRun.objects.create(user=consenting_user, trigger="manual", status="running")
-    lease_acquire(run=run)  # the worker that took the job died holding the lease
+    ExtractionLease.objects.create(user=consenting_user, token=4, run=run)  # its worker died holding the lease
 
     extraction_run_job.apply(args=[run.pk])
 

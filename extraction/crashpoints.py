@@ -1,0 +1,44 @@
+"""Named points in a run where a test can make the process die as `kill -9` would.
+
+The crash-point matrix (tests/extraction/test_crash_matrix.py) and benchmarks/chaos.py start a real run in
+its own process with EXTRACTION_CRASH_POINT="<name>[:<n>]"; at the n-th time (default 1) that the run
+passes the point named, the process sends itself SIGKILL: no `finally`, no rollback handler, no atexit,
+exactly as when an operator or the kernel kills a worker. Production refuses the setting (settings.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections import Counter
+
+from django.conf import settings
+
+# Where a run can die, in the order a run passes them.
+POINTS = (
+    "fetch",  # a mailbox's delta has been read, nothing written
+    "llm_call",  # Gemini has answered (its tokens are spent), the answer is not yet written
+    "batch_tx",  # inside a batch's transaction: tasks and ledger rows inserted, not committed
+    "after_batch",  # a batch is committed, the next not started
+    "cursor_tx",  # inside the cursor commit: cursors compare-and-swapped, not committed
+    "after_commit",  # the run's outcome and cursors are committed, the lease not yet released
+)
+
+_hits: Counter[str] = Counter()
+_lock = threading.Lock()
+
+
+def crash_point(name: str) -> None:
+    """Die here if the process was told to (EXTRACTION_CRASH_POINT); otherwise do nothing."""
+    wanted = settings.EXTRACTION_CRASH_POINT
+    if not wanted:
+        return
+    point, _, nth = wanted.partition(":")
+    if point != name:
+        return
+    with _lock:
+        _hits[name] += 1
+        reached = _hits[name] >= int(nth or 1)
+    if reached:
+        os.kill(os.getpid(), signal.SIGKILL)
