@@ -202,6 +202,7 @@ GEMINI_MODEL = env_str("GEMINI_MODEL", "gemini-2.5-flash")
 GEMINI_TIMEOUT_S = env_int("GEMINI_TIMEOUT_S", 60, minimum=1)
 GEMINI_MAX_ATTEMPTS = env_int("GEMINI_MAX_ATTEMPTS", 4, minimum=1)
 GEMINI_RETRY_INITIAL_DELAY_S = float(env_str("GEMINI_RETRY_INITIAL_DELAY_S", "1.0"))
+GEMINI_MAX_RETRY_WAIT_S = env_int("GEMINI_MAX_RETRY_WAIT_S", 60, minimum=0)
 
 # Auth and i18n ------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

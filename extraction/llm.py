@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -41,6 +43,7 @@ RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
 API_VERSION = "v1beta"
 
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)s")  # a protobuf Duration in JSON
 _BLOCKING_FINISH_REASONS = {
     types.FinishReason.SAFETY,
     types.FinishReason.RECITATION,
@@ -166,6 +169,7 @@ class GeminiClient:
         initial_delay = (
             retry_initial_delay_s if retry_initial_delay_s is not None else settings.GEMINI_RETRY_INITIAL_DELAY_S
         )
+        self.retry_initial_delay_s: float = initial_delay
         self._attempts = threading.local()
         self._client = genai.Client(
             api_key=api_key or settings.GEMINI_API_KEY,
@@ -173,14 +177,8 @@ class GeminiClient:
                 base_url=(base_url if base_url is not None else settings.GEMINI_BASE_URL) or None,
                 api_version=API_VERSION,
                 timeout=int(timeout * 1000),  # milliseconds
-                retry_options=types.HttpRetryOptions(
-                    attempts=self.max_attempts,
-                    initial_delay=initial_delay,
-                    # The SDK's default jitter is a flat 1 s; scaling it with the delay keeps production
-                    # identical (1 s) and lets a test setting of 0.01 s retry quickly.
-                    jitter=initial_delay,
-                    http_status_codes=list(RETRY_STATUS_CODES),
-                ),
+                # Retries are ours (`_generate`): the SDK's ignore Retry-After and RetryInfo.
+                retry_options=types.HttpRetryOptions(attempts=1),
                 client_args={"event_hooks": {"request": [self._count_attempt], "response": [_answered]}},
             ),
         )
@@ -199,20 +197,44 @@ class GeminiClient:
             error.calls = self._attempts.count
             raise
 
+    def _generate(self, contents: str) -> types.GenerateContentResponse:
+        """One generateContent, retried on 408/429/5xx and transport errors. The wait before a retry is the
+        server's when it names one (Retry-After, or RetryInfo's retryDelay in the error body), else an
+        exponential backoff with jitter; a wait longer than GEMINI_MAX_RETRY_WAIT_S is not waited out here:
+        the error goes to the caller, with the wait, so the run ends and the next one comes after it."""
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                return self._call(contents)
+            except (errors.APIError, httpx2.TimeoutException, httpx2.RequestError) as exc:
+                status = exc.code if isinstance(exc, errors.APIError) else None
+                if status is not None and status not in RETRY_STATUS_CODES:
+                    raise
+                asked = server_retry_delay(exc) if isinstance(exc, errors.APIError) else None
+                if attempt == self.max_attempts or (asked or 0) > settings.GEMINI_MAX_RETRY_WAIT_S:
+                    raise
+                backoff = self.retry_initial_delay_s * 2 ** (attempt - 1)
+                wait = asked if asked is not None else backoff + random.uniform(0, self.retry_initial_delay_s)
+                logger.info("gemini attempt %d failed (%s); retrying in %.2f s", attempt, status or "transport", wait)
+                time.sleep(wait)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _call(self, contents: str) -> types.GenerateContentResponse:
+        return self._client.models.generate_content(
+            model=self.model,
+            contents=contents,
+            config=types.GenerateContentConfig(
+                system_instruction=SYSTEM_INSTRUCTION,
+                response_mime_type="application/json",
+                response_schema=ExtractionAnswer,
+                temperature=0.0,
+                # No tools are declared; this only silences the SDK's "AFC is enabled" log line.
+                automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+            ),
+        )
+
     def _extract(self, contents: str, mapping: dict[str, Email]) -> LLMResult:
         try:
-            response = self._client.models.generate_content(
-                model=self.model,
-                contents=contents,
-                config=types.GenerateContentConfig(
-                    system_instruction=SYSTEM_INSTRUCTION,
-                    response_mime_type="application/json",
-                    response_schema=ExtractionAnswer,
-                    temperature=0.0,
-                    # No tools are declared; this only silences the SDK's "AFC is enabled" log line.
-                    automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-                ),
-            )
+            response = self._generate(contents)
         except errors.APIError as exc:
             raise _api_error(exc, attempts=self._attempts.count) from exc
         except httpx2.TimeoutException as exc:
@@ -309,6 +331,25 @@ class GeminiClient:
 
     def _count_attempt(self, _request: httpx2.Request) -> None:
         self._attempts.count = getattr(self._attempts, "count", 0) + 1
+
+
+def server_retry_delay(exc: errors.APIError) -> float | None:
+    """The wait the server asked for, in seconds: the Retry-After header, else google.rpc.RetryInfo's
+    `retryDelay` ("47s", "0.5s") in the error body; None when it named none."""
+    response = getattr(exc, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    if header:
+        try:
+            return max(float(header), 0.0)
+        except ValueError:
+            pass  # an HTTP date: Google sends seconds; fall back to the body
+    details = (exc.details or {}).get("error", {}).get("details") if isinstance(exc.details, dict) else None
+    for detail in details if isinstance(details, list) else []:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            match = _DURATION.fullmatch(str(detail.get("retryDelay", "")).strip())
+            if match:
+                return float(match[1])
+    return None
 
 
 def _answered(_response: httpx2.Response) -> None:

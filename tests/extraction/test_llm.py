@@ -116,6 +116,46 @@ def test_a_429_that_persists_is_rate_limited(sandbox):
     assert len(gemini_posts(sandbox)) == 2
 
 
+def test_gemini_retry_after_is_honoured(sandbox):
+    sandbox.fault("gemini", 503, headers={"Retry-After": "0.7"}, times=1)
+
+    GeminiClient().extract([make_email(1, "Please call me.")])
+
+    first, second = gemini_posts(sandbox)
+    assert second["at"] - first["at"] >= 0.65  # the test settings' own backoff is 0.01 s
+
+
+def test_gemini_retry_info_in_the_error_body_is_honoured(sandbox):
+    body = {
+        "error": {
+            "code": 429,
+            "message": "You exceeded your current quota. Please retry in 0.8s.",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.8s"},
+            ],
+        }
+    }
+    sandbox.fault("gemini", 503, body=body, times=1)  # a 503 carries no Retry-After header here
+
+    GeminiClient().extract([make_email(1, "Please call me.")])
+
+    first, second = gemini_posts(sandbox)
+    assert second["at"] - first["at"] >= 0.75
+
+
+def test_a_retry_delay_too_long_to_wait_out_is_not_waited_out(sandbox, settings):
+    settings.GEMINI_MAX_RETRY_WAIT_S = 5
+    sandbox.fault("gemini", 429, headers={"Retry-After": "600"}, times=None)
+
+    with pytest.raises(LLMUnavailable) as raised:
+        GeminiClient().extract([make_email(1, "Please call me.")])
+
+    assert raised.value.code == "rate_limited"
+    assert len(gemini_posts(sandbox)) == 1
+
+
 def test_a_slow_gemini_is_a_timeout(sandbox):
     sandbox.set_gemini_latency(1_500)
 
