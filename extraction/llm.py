@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 import httpx2
@@ -143,6 +143,18 @@ class LLMResult:
         return {self.emails[temp].message_id: tasks for temp, tasks in self.tasks.items()}
 
 
+_PROBE_EMAIL = Email(
+    provider="probe",
+    message_id="probe",
+    thread_id="probe",
+    sender="Tasklift <probe@tasklift.invalid>",
+    subject="Status",
+    received_at=datetime(2026, 1, 1, tzinfo=UTC),
+    body_text="Hello, this is a short status note. Everything is fine and nothing needs doing.",
+    web_link="",
+)
+
+
 # Client -----------------------------------------------------------------------------------------------
 class GeminiClient:
     """Gemini configured from settings (GEMINI_*); keyword arguments override single settings."""
@@ -196,6 +208,11 @@ class GeminiClient:
         except LLMError as error:
             error.calls = self._attempts.count
             raise
+
+    def probe(self) -> LLMResult:
+        """Read one harmless email of our own: whether Gemini answers at all now (an outage), as opposed
+        to failing on one email's content (a poison). Raises like `extract`."""
+        return self.extract([_PROBE_EMAIL])
 
     def _generate(self, contents: str) -> types.GenerateContentResponse:
         """One generateContent, retried on 408/429/5xx and transport errors. The wait before a retry is the

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from accounts.selectors import consent_is_current
 from extraction.crashpoints import crash_point
-from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMResult
+from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
 from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.prompt import temp_id
 from extraction.services import (
@@ -116,7 +116,6 @@ class ExtractionPipeline:
         self.token: int | None = None
         self.mailboxes: list[Mailbox] = []
         self.batch_stats: list[BatchStat] = []
-        self._last_rejection: LLMBadOutput | None = None
 
     # The run ------------------------------------------------------------------------------------
     def execute(self) -> ExtractionRun:
@@ -303,8 +302,12 @@ class ExtractionPipeline:
         counter = _QueryCounter()
         with connection.execute_wrapper(counter):
             self._guard_batch()
-            result = self._read(batch)
-            tasks = self._isolate_poison(batch) if result is None else self._write(batch, result)
+            try:
+                result = self._read(batch)
+            except _Unread as unread:
+                tasks = self._isolate(batch, unread.error)
+            else:
+                tasks = self._write(batch, result)
         self.batch_stats.append(BatchStat(emails=len(batch), tasks=tasks, queries=counter.count))
 
     def _guard_batch(self) -> None:
@@ -319,70 +322,91 @@ class ExtractionPipeline:
                 "Stopped: AI consent was revoked during the run. Nothing more was sent to Gemini.",
             )
 
-    def _read(self, batch: list[SourcedEmail]) -> LLMResult | None:
-        """Gemini's validated answer for the batch, or None when every attempt's answer was rejected.
+    def _read(self, batch: list[SourcedEmail]) -> LLMResult:
+        """Gemini's validated answer for the batch.
 
-        A transient failure (Gemini unreachable after the client's retries) ends the run: no cursor
-        moves and the next run picks up the rest.
+        Raises _Unread when Gemini gave no usable answer in a way that may follow the batch's content
+        (answers rejected on every attempt, a 5xx or timeout after the client's retries, a 400 about the
+        request): the caller isolates the email that causes it. An error that cannot follow content (rate
+        limiting, a refused key or model) ends the run: no cursor moves and the next run picks up the rest.
         """
         last_error: LLMBadOutput | None = None
         for attempt in range(settings.EXTRACTION_BAD_OUTPUT_ATTEMPTS):
             if attempt:
                 self._guard_batch()
             try:
-                result = self.llm.extract([item.email for item in batch])
+                return self.llm.extract([item.email for item in batch])
             except LLMBadOutput as error:
                 self._count_llm(calls=error.calls, prompt=error.usage.prompt_tokens, output=error.usage.output_tokens)
                 self._reject(error, batch)
                 last_error = error
-                continue
             except LLMError as error:
                 self._count_llm(calls=error.calls, prompt=error.usage.prompt_tokens, output=error.usage.output_tokens)
-                raise RunStopped(
-                    ExtractionRun.Status.FAILED,
-                    f"llm_{error.code}",
-                    f"Gemini could not be reached ({error.message}). Tasks from earlier batches are kept; "
-                    "no mailbox position moved, and the next run picks up the rest.",
-                ) from error
-            return result  # its usage is recorded with the batch's writes, in the same statement
-        self._last_rejection = last_error
-        return None
+                if not _may_follow_content(error):
+                    raise self._outage(error) from error
+                raise _Unread(error) from error
+        assert last_error is not None
+        raise _Unread(last_error)
 
-    def _isolate_poison(self, batch: list[SourcedEmail]) -> int:
-        """Split a batch whose answers keep failing validation until the email that causes it stands
-        alone; quarantine that one (durably, replayable) and let the rest proceed."""
+    def _isolate(self, batch: list[SourcedEmail], error: LLMError) -> int:
+        """Split a batch that Gemini cannot read until the email that causes it stands alone; quarantine
+        that one (durably, replayable) and let the rest proceed. Returns the tasks created.
+
+        An outage looks the same from one batch, so when Gemini failed (rather than answered badly), a
+        probe, a harmless email of our own, tells the two apart before any split and before any
+        quarantine: if the probe fails too, Gemini is down and the run ends with nothing set aside.
+        """
+        if not isinstance(error, LLMBadOutput):
+            self._probe(error)
         if len(batch) == 1:
-            self._quarantine(batch[0])
+            self._quarantine(batch[0], error)
             return 0
         created = 0
         middle = len(batch) // 2
         for half in (batch[:middle], batch[middle:]):
             self._guard_batch()
-            result = self._read(half)
-            created += self._isolate_poison(half) if result is None else self._write(half, result)
+            try:
+                result = self._read(half)
+            except _Unread as unread:
+                created += self._isolate(half, unread.error)
+            else:
+                created += self._write(half, result)
         return created
 
-    def _quarantine(self, item: SourcedEmail) -> None:
-        error = self._last_rejection
-        reason = f"{error.code}: {error.message}" if error else "rejected"
+    def _probe(self, error: LLMError) -> None:
+        """Whether Gemini reads anything now; if not, the run ends as an outage."""
+        try:
+            result = self.llm.probe()
+        except LLMError as probe_error:
+            usage = probe_error.usage
+            self._count_llm(calls=probe_error.calls, prompt=usage.prompt_tokens, output=usage.output_tokens)
+            raise self._outage(error) from probe_error
+        self._count_llm(calls=result.calls, prompt=result.usage.prompt_tokens, output=result.usage.output_tokens)
+
+    @staticmethod
+    def _outage(error: LLMError) -> RunStopped:
+        return RunStopped(
+            ExtractionRun.Status.FAILED,
+            f"llm_{error.code}",
+            f"Gemini could not be reached ({error.message}). Tasks from earlier batches are kept; "
+            "no mailbox position moved, and the next run picks up the rest.",
+        )
+
+    def _quarantine(self, item: SourcedEmail, error: LLMError) -> None:
+        self._set_aside(item.mailbox, item.email.message_id, f"llm_{error.code}: {error.message}")
+
+    def _set_aside(self, mailbox: Mailbox, message_id: str, reason: str) -> None:
+        """Quarantine one email durably: in the ledger (so the cursor may pass it), replayable by a person."""
         with transaction.atomic():
             self._hold_lease()
             ledger_record(
                 entries=[
-                    LedgerEntry(
-                        item.mailbox.integration.pk,
-                        item.email.message_id,
-                        ProcessedEmail.Outcome.QUARANTINED,
-                        0,
-                        reason,
-                    )
+                    LedgerEntry(mailbox.integration.pk, message_id, ProcessedEmail.Outcome.QUARANTINED, 0, reason)
                 ],
                 run_id=self.run.pk,
             )
             ExtractionRun.objects.filter(pk=self.run.pk).update(emails_quarantined=F("emails_quarantined") + 1)
-        logger.warning(
-            "extraction run %s quarantined one email of integration %s", self.run.pk, item.mailbox.integration.pk
-        )
+        logger.warning("extraction run %s quarantined one email of integration %s", self.run.pk, mailbox.integration.pk)
 
     def _hold_lease(self) -> None:
         """Inside a write transaction: renew the lease, which locks its row until commit, so a runner that
@@ -523,6 +547,24 @@ class ExtractionPipeline:
             status=status, error_code=code, error_message=message, finished_at=timezone.now(), mailboxes=reports
         )
         self._save_credentials()
+
+
+class _Unread(Exception):
+    """Gemini gave no usable answer for a batch, in a way that may follow the batch's content."""
+
+    def __init__(self, error: LLMError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _may_follow_content(error: LLMError) -> bool:
+    """Whether one email could be why a call failed: a bad answer, a 5xx or timeout, a 400 about the
+    request. Rate limiting and a refused key, model or permission are the same for every email."""
+    if isinstance(error, LLMUnavailable):
+        return error.code != "rate_limited"
+    if isinstance(error, LLMRejected):
+        return error.status == 400
+    return isinstance(error, LLMBadOutput)
 
 
 class _QueryCounter:

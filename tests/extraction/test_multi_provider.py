@@ -69,7 +69,8 @@ def test_gemini_failing_on_the_last_batch_moves_neither_cursor(
     for n in range(9):
         outlook.deliver(ask(100 + n))
     gmail_before, outlook_before = gmail.cursor, outlook.cursor
-    sandbox.fault("gemini", 503, times=None, match="project 108 ")  # the last email: alone in batch 3
+    # Gemini's quota runs out at batch 3 (the last email, alone there): the same for every email.
+    sandbox.fault("gemini", 429, times=None, match="project 108 ", headers={"Retry-After": "0"})
 
     run = run_extraction(consenting_user)
 
@@ -77,6 +78,26 @@ def test_gemini_failing_on_the_last_batch_moves_neither_cursor(
     assert (gmail.cursor, outlook.cursor) == (gmail_before, outlook_before)
     assert Task.objects.count() == 20  # the two batches before are kept, and the ledger says so
     assert ProcessedEmail.objects.count() == 20
+
+
+def test_one_email_that_makes_gemini_fail_blocks_neither_mailbox(
+    both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail, outlook = both
+    for n in range(12):
+        gmail.deliver(ask(n))
+    poison = outlook.deliver(ask(104))
+    for n in range(5):
+        outlook.deliver(ask(110 + n))
+    sandbox.fault("gemini", 500, times=None, match="project 104 ")
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert Task.objects.count() == 17
+    assert ProcessedEmail.objects.get(outcome="quarantined").message_id == poison
+    assert gmail.cursor == gmail.history_id()
+    assert "deltatoken" in outlook.cursor.lower()
 
 
 def test_outlook_messages_marked_read_come_back_but_are_not_read_again(

@@ -68,12 +68,13 @@ def test_gemini_failing_on_the_second_batch_keeps_the_cursor_and_the_first_batch
     for n in range(25):
         gmail.deliver(ask(n))
     before = gmail.cursor
-    sandbox.fault("gemini", 503, times=None, match="project 10 ")  # project 10 is the first email of batch 2
+    # Gemini's quota runs out at batch 2 (project 10 is its first email): the same for every email.
+    sandbox.fault("gemini", 429, times=None, match="project 10 ", headers={"Retry-After": "0"})
 
     failed = run_extraction(consenting_user)
 
     assert failed.status == ExtractionRun.Status.FAILED
-    assert failed.error_code == "llm_unavailable"
+    assert failed.error_code == "llm_rate_limited"
     assert "no mailbox position moved" in failed.error_message
     assert gmail.cursor == before
     assert Task.objects.filter(user=consenting_user).count() == 10
@@ -88,6 +89,58 @@ def test_gemini_failing_on_the_second_batch_keeps_the_cursor_and_the_first_batch
     assert (retried.emails_fetched, retried.emails_already_done, retried.emails_sent_to_llm) == (25, 10, 15)
     assert Task.objects.filter(user=consenting_user).count() == 25
     assert gmail.cursor == gmail.history_id()
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (500, None),  # a 5xx that follows the email's content
+        (
+            400,
+            {"error": {"code": 400, "message": "Request contains an invalid argument.", "status": "INVALID_ARGUMENT"}},
+        ),
+        (200, {"promptFeedback": {"blockReason": "SAFETY"}}),  # a safety block
+    ],
+)
+def test_an_email_that_makes_gemini_fail_is_quarantined_and_the_rest_proceeds(
+    status: int, body: object, gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    ids = [gmail.deliver(ask(n)) for n in range(14)]
+    poison = ids[6]  # "project 6": in the first batch, with nine good emails around it
+    sandbox.fault("gemini", status, body=body, times=None, match="project 6 ")
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert set(Task.objects.values_list("source_id", flat=True)) == set(ids) - {poison}
+    entry = ProcessedEmail.objects.get(outcome="quarantined")
+    assert entry.message_id == poison
+    assert run.emails_quarantined == 1
+    assert ProcessedEmail.objects.count() == 14
+    assert gmail.cursor == gmail.history_id()  # it may move: the poison is set aside where a person sees it
+
+    sandbox.clear_faults()  # the fault is gone: a replay brings its task back
+    from extraction.services import ledger_replay
+
+    ledger_replay(entries=[entry])
+    run_extraction(consenting_user)
+    assert Task.objects.filter(source_id=poison).count() == 1
+
+
+def test_a_gemini_outage_quarantines_nothing_and_moves_no_cursor(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(14):
+        gmail.deliver(ask(n))
+    before = gmail.cursor
+    sandbox.fault("gemini", 503, times=None)  # every call, the probe's too
+
+    run = run_extraction(consenting_user)
+
+    assert (run.status, run.error_code) == (ExtractionRun.Status.FAILED, "llm_unavailable")
+    assert ProcessedEmail.objects.count() == 0
+    assert gmail.cursor == before
+    assert "probe@tasklift.invalid" in gemini_calls(sandbox)[-1]["body"]  # it asked before setting anything aside
 
 
 def test_retries_of_a_transient_gemini_error_are_counted_on_the_run(
@@ -223,7 +276,7 @@ def test_a_bad_gemini_answer_is_rejected_and_nothing_wrong_is_written(
     # The email is set aside where a person can see and replay it; only then does the cursor move.
     entry = ProcessedEmail.objects.get()
     assert (entry.message_id, entry.outcome) == (message_id, "quarantined")
-    assert entry.last_error.startswith(code)
+    assert entry.last_error.startswith(f"llm_{code}")
     assert run.status == ExtractionRun.Status.SUCCEEDED
     assert run.emails_quarantined == 1
     assert gmail.cursor == gmail.history_id()
