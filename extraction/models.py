@@ -94,3 +94,23 @@ class ProcessedEmail(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.message_id} {self.outcome}"
+
+
+class FetchFailure(TimeStampedModel):
+    """A message that could not be read while the rest of its mailbox could. Its failed reads are
+    counted across runs; after EXTRACTION_FETCH_ATTEMPTS it is quarantined, so that one message never
+    blocks its mailbox. Until then its mailbox's cursor does not move past it."""
+
+    integration = models.ForeignKey("integrations.Integration", on_delete=models.CASCADE, related_name="+")
+    message_id = models.CharField(max_length=512)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error_code = models.CharField(max_length=64, blank=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["integration", "message_id"], name="one_fetch_failure_per_email")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} failed {self.attempts}x"

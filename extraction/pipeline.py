@@ -22,10 +22,11 @@ from django.utils import timezone
 from accounts.selectors import consent_is_current
 from extraction.crashpoints import crash_point
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
-from extraction.models import ExtractionRun, ProcessedEmail
+from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.prompt import temp_id
 from extraction.services import (
     LedgerEntry,
+    fetch_failure_count,
     lease_acquire,
     lease_holds,
     lease_release,
@@ -81,16 +82,33 @@ class Mailbox:
     backfill_ids: list[str] = field(default_factory=list)  # ids queued on the mailbox that this run reads
     prefetched: dict[str, Email] = field(default_factory=dict)  # bodies that came with the delta
     failed: ProviderError | None = None
+    unread: dict[str, ProviderError] = field(default_factory=dict)  # messages that failed to read this run
+
+    @property
+    def held_back(self) -> bool:
+        """Whether the cursor must stay: the mailbox was left out, or some of its mail is not handled."""
+        return self.failed is not None or bool(self.unread)
 
     def report(self) -> dict[str, Any]:
+        error_code, error = "", ""
+        if self.failed:
+            error_code, error = self.failed.code, self.failed.message
+        elif self.unread:
+            first = next(iter(self.unread.values()))
+            error_code = "unread"
+            error = (
+                f"{len(self.unread)} email(s) could not be read ({first.message}); they are read again next time, "
+                f"and set aside for you after {settings.EXTRACTION_FETCH_ATTEMPTS} failed reads."
+            )
         return {
             "provider": self.integration.provider,
             "address": self.integration.account_address,
             "before": self.cursor.value,
             "after": None,
-            "status": "failed" if self.failed else "ok",
-            "error_code": self.failed.code if self.failed else "",
-            "error": self.failed.message if self.failed else "",
+            "status": "failed" if self.failed else ("partial" if self.unread else "ok"),
+            "error_code": error_code,
+            "error": error,
+            "unread": len(self.unread),
         }
 
 
@@ -269,23 +287,46 @@ class ExtractionPipeline:
                 wanted = ids[start : start + chunk]
                 self._guard_batch()  # no fetch after consent is revoked or the lease is lost
                 try:
-                    emails = mailbox.provider.fetch_emails(wanted)
+                    fetched = mailbox.provider.fetch_emails(wanted)
                 except ProviderError as error:
                     self._leave_out(mailbox, error)
                     break
-                gone = set(wanted) - {e.message_id for e in emails}
-                if gone:  # deleted between listing and reading: nothing left to do for them
+                if fetched.gone:  # deleted between listing and reading, confirmed: nothing left to do
                     with transaction.atomic():
                         self._hold_lease()
                         ledger_record(
                             entries=[
                                 LedgerEntry(mailbox.integration.pk, i, ProcessedEmail.Outcome.NO_TASKS, 0, "deleted")
-                                for i in gone
+                                for i in fetched.gone
                             ],
                             run_id=self.run.pk,
                         )
-                for email in emails:
+                if fetched.failed:
+                    self._fetch_failed(mailbox, fetched.failed)
+                for email in fetched.emails:
                     yield SourcedEmail(mailbox, email)
+
+    def _fetch_failed(self, mailbox: Mailbox, failed: dict[str, ProviderError]) -> None:
+        """Messages that could not be read while the rest of their mailbox could: count the failure
+        durably; one that has failed EXTRACTION_FETCH_ATTEMPTS times (across runs) is quarantined, so
+        that it never blocks its mailbox; the others keep their mailbox's cursor where it is."""
+        with transaction.atomic():
+            self._hold_lease()
+            attempts = fetch_failure_count(
+                integration_id=mailbox.integration.pk,
+                failures={m: (error.code, error.message) for m, error in failed.items()},
+            )
+        for message_id, error in failed.items():
+            if attempts.get(message_id, 0) >= settings.EXTRACTION_FETCH_ATTEMPTS:
+                self._set_aside(mailbox, message_id, f"fetch_{error.code}: {error.message}")
+            else:
+                mailbox.unread[message_id] = error
+        logger.warning(
+            "extraction run %s could not read %d messages of integration %s",
+            self.run.pk,
+            len(failed),
+            mailbox.integration.pk,
+        )
 
     def _batches(self) -> Iterator[list[SourcedEmail]]:
         batch: list[SourcedEmail] = []
@@ -466,7 +507,7 @@ class ExtractionPipeline:
             if not lease_holds(user_id=self.run.user_id, token=self.token):
                 raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
             for mailbox in self.mailboxes:
-                if mailbox.failed:
+                if mailbox.held_back:
                     continue
                 moved = SyncCursor.objects.filter(pk=mailbox.cursor.pk, value=mailbox.cursor.value).update(
                     value=mailbox.new_cursor, updated_at=now
@@ -489,8 +530,9 @@ class ExtractionPipeline:
                     last_error_code="",
                     last_error="",
                 )
+                FetchFailure.objects.filter(integration_id=mailbox.integration.pk).delete()  # all read or set aside
                 reports[str(mailbox.integration.pk)]["after"] = mailbox.new_cursor
-            left_out = [m for m in self.mailboxes if m.failed]
+            left_out = [m for m in self.mailboxes if m.held_back]
             ExtractionRun.objects.filter(pk=self.run.pk).update(
                 status=ExtractionRun.Status.SUCCEEDED,
                 finished_at=now,
@@ -520,9 +562,13 @@ class ExtractionPipeline:
 
     # Record keeping -----------------------------------------------------------------------------
     def _left_out_message(self) -> str:
-        return " ".join(
-            f"{m.integration} was left out: {m.failed.message}" for m in self.mailboxes if m.failed is not None
-        )
+        parts = []
+        for mailbox in self.mailboxes:
+            if mailbox.failed is not None:
+                parts.append(f"{mailbox.integration} was left out: {mailbox.failed.message}")
+            elif mailbox.unread:
+                parts.append(f"{mailbox.integration}: {mailbox.report()['error']}")
+        return " ".join(parts)
 
     def _reject(self, error: LLMBadOutput, batch: list[SourcedEmail]) -> None:
         self.run.refresh_from_db(fields=["rejections"])

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import User
-from extraction.models import ExtractionLease, ExtractionRun, ProcessedEmail
+from extraction.models import ExtractionLease, ExtractionRun, FetchFailure, ProcessedEmail
 from tasks.services import db_text
 
 logger = logging.getLogger(__name__)
@@ -226,6 +226,37 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def fetch_failure_count(*, integration_id: int, failures: dict[str, tuple[str, str]]) -> dict[str, int]:
+    """Count one more failed read of each message ({id: (error code, message)}), in one statement.
+    Returns each message's failed reads so far, across runs."""
+    if not failures:
+        return {}
+    now = timezone.now()
+    table = FetchFailure._meta.db_table
+    sql = (
+        f"INSERT INTO {table} "  # noqa: S608
+        "(integration_id, message_id, attempts, last_error_code, last_error, created_at, updated_at) "
+        "SELECT %s, message_id, 1, code, error, %s, %s FROM unnest(%s::text[], %s::text[], %s::text[]) "
+        "AS t(message_id, code, error) "
+        f"ON CONFLICT (integration_id, message_id) DO UPDATE SET attempts = {table}.attempts + 1, "
+        "last_error_code = EXCLUDED.last_error_code, last_error = EXCLUDED.last_error, "
+        "updated_at = EXCLUDED.updated_at "
+        "RETURNING message_id, attempts"
+    )
+    ids = list(failures)
+    params: list[Any] = [
+        integration_id,
+        now,
+        now,
+        [db_text(i) for i in ids],
+        [failures[i][0] for i in ids],
+        [db_text(failures[i][1]) for i in ids],
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {str(message_id): int(attempts) for message_id, attempts in cursor.fetchall()}
 
 
 def ledger_known(*, integration_id: int, message_ids: list[str]) -> set[str]:

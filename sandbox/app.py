@@ -41,30 +41,36 @@ def json_response(payload: Any, status: int = 200, headers: dict[str, str] | Non
     )
 
 
-def default_error_body(service: str, status: int) -> dict[str, Any]:
-    """The error body the real service sends for `status`, in that service's shape."""
+def default_error_body(
+    service: str, status: int, *, reason: str | None = None, retry_after: str | None = None
+) -> dict[str, Any]:
+    """The error body the real service sends for `status`, in that service's shape (for Gmail, with the
+    `errors[].reason` `reason`, by default the usual one for the status: see sandbox.gmail.error_body)."""
+    if service == "gmail":
+        from sandbox.gmail import error_body
+
+        return error_body(status, reason, retry_after=retry_after)
     phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
     if service in ("graph", "microsoft"):
         code = {429: "TooManyRequests", 503: "ServiceUnavailable", 401: "InvalidAuthenticationToken"}
         return {"error": {"code": code.get(status, phrase.replace(" ", "")), "message": phrase, "innerError": {}}}
-    body: dict[str, Any] = {
-        "error": {"code": status, "message": phrase, "status": GOOGLE_STATUS.get(status, "UNKNOWN")}
-    }
-    if service == "gmail":
-        reason = {429: "rateLimitExceeded", 401: "authError", 404: "notFound"}.get(status, "backendError")
-        body["error"]["errors"] = [{"message": phrase, "domain": "global", "reason": reason}]
-    return body
+    return {"error": {"code": status, "message": phrase, "status": GOOGLE_STATUS.get(status, "UNKNOWN")}}
 
 
 def fault_response(service: str, fault: Fault) -> tuple[int, dict[str, str], str]:
     """Status, headers and body text of a fault, after its delay."""
     if fault.delay_ms:
         time.sleep(fault.delay_ms / 1000)
-    body = fault.body if fault.body is not None else default_error_body(service, fault.status)
-    text = body if isinstance(body, str) else json.dumps(body)
     headers = {"Content-Type": "application/json; charset=UTF-8", **fault.headers}
     if fault.status == 429 and not any(k.lower() == "retry-after" for k in headers):
         headers["Retry-After"] = "1"
+    retry_after = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    body = (
+        fault.body
+        if fault.body is not None
+        else default_error_body(service, fault.status, reason=fault.reason, retry_after=retry_after)
+    )
+    text = body if isinstance(body, str) else json.dumps(body)
     return fault.status, headers, text
 
 

@@ -26,6 +26,8 @@ class SandboxClient:
         self.call("POST", "/reset")
 
     def fault(self, service: str, status: int, **spec: Any) -> dict[str, Any]:
+        """Script a failure (spec: body, headers, delay_ms, times, route, match; for gmail also `reason`, e.g.
+        "userRateLimitExceeded", which picks the Google error body)."""
         result: dict[str, Any] = self.call("POST", "/faults", json={"service": service, "status": status, **spec})
         return result
 
@@ -60,7 +62,8 @@ class SandboxClient:
         labels: list[str] | None = None,
         internal_date: datetime | None = None,
     ) -> dict[str, Any]:
-        """Deliver an RFC 822 message; returns {"id", "threadId", "historyId"}."""
+        """Deliver an RFC 822 message (labels default INBOX, UNREAD; internalDate default now, never the Date
+        header); returns {"id", "threadId", "historyId"}."""
         body: dict[str, Any] = {"address": address}
         if isinstance(raw, bytes):
             body["raw_base64"] = base64.b64encode(raw).decode()
@@ -76,6 +79,23 @@ class SandboxClient:
     def mailbox_messages(self, address: str) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self.call("GET", "/gmail/messages", params={"address": address})["messages"]
         return result
+
+    def modify_labels(
+        self, address: str, message_id: str, *, add: list[str] | None = None, remove: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Add/remove labels of one message (as messages.modify; one labelsAdded/labelsRemoved history record);
+        returns {id, threadId, labelIds, historyId}."""
+        body = {"address": address, "id": message_id, "add": add or [], "remove": remove or []}
+        result: dict[str, Any] = self.call("POST", "/gmail/messages/labels", json=body)
+        return result
+
+    def archive(self, address: str, message_id: str) -> dict[str, Any]:
+        """Remove INBOX, as Gmail's Archive does."""
+        return self.modify_labels(address, message_id, remove=["INBOX"])
+
+    def delete_gmail(self, address: str, ids: list[str]) -> int:
+        """Delete for good (not to Trash): one messagesDeleted history record each."""
+        return int(self.call("POST", "/gmail/messages/delete", json={"address": address, "ids": ids})["deleted"])
 
     def expire_history(self, address: str) -> dict[str, Any]:
         result: dict[str, Any] = self.call("POST", "/gmail/expire-history", json={"address": address})
@@ -119,10 +139,14 @@ class SandboxClient:
         html: str | None = None,
         received_at: datetime | None = None,
         is_read: bool = False,
+        folder: str | None = None,
     ) -> dict[str, Any]:
-        """Deliver an RFC 822 message, or a simple one from fields (`sender` is the From value);
-        returns {id (immutable), rest_id, conversationId, internetMessageId, receivedDateTime}."""
+        """Deliver an RFC 822 message, or a simple one from fields (`sender` is the From value), into the inbox
+        or `folder`; receivedDateTime is `received_at`, else now (never the Date header).
+        Returns {id (immutable), rest_id, conversationId, internetMessageId, receivedDateTime, folder}."""
         payload: dict[str, Any] = {"address": address, "is_read": is_read}
+        if folder is not None:
+            payload["folder"] = folder
         if isinstance(raw, bytes):
             payload["raw_base64"] = base64.b64encode(raw).decode()
         elif raw is not None:
@@ -150,8 +174,20 @@ class SandboxClient:
         return int(self.call("POST", "/graph/messages/read", json=payload)["updated"])
 
     def delete_outlook(self, address: str, ids: list[str]) -> int:
-        """Delete (or move out of the inbox): the next delta lists them as @removed."""
+        """Delete for good: the next delta of their folder lists them as @removed (reason deleted)."""
         return int(self.call("POST", "/graph/messages/delete", json={"address": address, "ids": ids})["deleted"])
+
+    def move_outlook(
+        self, address: str, ids: list[str], folder: str, *, removed_reason: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Move to `folder` ("inbox", "archive", "junkemail", "deleteditems" or any name): @removed in the next
+        delta of the folder left (`removed_reason`: "deleted", the default, or "changed"), a new item in the
+        next delta of the folder entered. Returns each message as the delivery does, with its new rest_id."""
+        payload: dict[str, Any] = {"address": address, "ids": ids, "folder": folder}
+        if removed_reason is not None:
+            payload["removed_reason"] = removed_reason
+        result: list[dict[str, Any]] = self.call("POST", "/graph/messages/move", json=payload)["moved"]
+        return result
 
     def expire_outlook_delta(self, address: str) -> dict[str, Any]:
         """Every earlier Graph skip/delta token now answers 410 SyncStateNotFound."""

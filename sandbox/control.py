@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 from flask import Blueprint, Response, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sandbox.app import json_response, sandbox_state
 from sandbox.state import SERVICES
@@ -64,6 +64,21 @@ class FaultIn(BaseModel):
     times: int | None = Field(default=1, ge=1)
     route: str | None = None
     match: str | None = None
+    reason: str | None = None  # Gmail only: the errors[].reason of the default body
+
+    @model_validator(mode="after")
+    def known_reason(self) -> FaultIn:
+        if self.reason is None:
+            return self
+        from sandbox.gmail import ERROR_REASONS
+
+        if self.service != "gmail":
+            raise ValueError("reason is only for gmail faults")
+        if self.reason not in ERROR_REASONS:
+            raise ValueError(f"reason must be one of {', '.join(ERROR_REASONS)}")
+        if self.body is not None:
+            raise ValueError("give reason or body, not both")
+        return self
 
 
 class SettingsIn(BaseModel):

@@ -1,8 +1,13 @@
 """Gmail API v1, as far as Tasklift reads it (reference §A): profile, history, messages, attachments,
 watch/stop and the multipart/mixed batch endpoint.
 
-Messages are kept as raw RFC 822 bytes and parsed on demand into Gmail's payload tree. Every delivery
-appends a messageAdded history record; ids rise with gaps, like Gmail's.
+Messages are kept as raw RFC 822 bytes and parsed on demand into Gmail's payload tree. Every change writes
+a history record as `users.history.list` returns it (messagesAdded, messagesDeleted, labelsAdded,
+labelsRemoved); ids rise with gaps, like Gmail's. internalDate is the arrival time unless the delivery says
+otherwise; the Date header never sets it.
+
+Error bodies have Google's full current shape (`code`, `message`, `errors`, `status` and, for errors raised
+by Google's API front end, `details` with a google.rpc.ErrorInfo), see `error_body`.
 
 Batch parts are dispatched through the whole app (a WSGI call in a fresh context), so each inner
 request passes the same before_request hook as a direct call: it is logged as its own entry (method,
@@ -26,13 +31,14 @@ from datetime import UTC, datetime, timedelta
 from email.message import Message
 from email.parser import BytesParser
 from email.utils import parsedate_to_datetime
+from http import HTTPStatus
 from typing import Any
 
-from flask import Blueprint, Response, current_app, g, request
+from flask import Blueprint, Response, current_app, g, has_request_context, request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from werkzeug.test import TestResponse
 
-from sandbox.app import json_response, sandbox_state
+from sandbox.app import GOOGLE_STATUS, json_response, sandbox_state
 from sandbox.control import ControlError, control_route, parse_body
 from sandbox.google_oauth import token_address
 from sandbox.state import SandboxState
@@ -58,12 +64,22 @@ class StoredMessage:
     message_id_header: str
 
 
+HISTORY_TYPES = ("messageAdded", "messageDeleted", "labelAdded", "labelRemoved")
+
+
 @dataclass
 class HistoryRecord:
+    """One change to one message. `before` and `after` are its labels just before and just after the change
+    (for a delivery both are its labels on arrival; for a deletion both are its labels when deleted)."""
+
     id: int
     message_id: str
     thread_id: str
-    label_ids: list[str]
+    kind: str  # "messageAdded" | "messageDeleted" | "labels"
+    before: list[str]
+    after: list[str]
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -97,17 +113,22 @@ def mailbox_ensure(state: SandboxState, address: str, history_id_start: int | No
         return mailboxes[address]
 
 
-def _date_header_ms(parsed: Message) -> int | None:
-    value = parsed.get("Date")
+def date_header(raw: bytes) -> datetime | None:
+    """The Date header of `raw` as an aware datetime, if it has a readable one (for callers that want mail to
+    look as if it arrived when it was sent, like the demo: delivery itself never reads it)."""
+    value = email.message_from_bytes(raw, policy=email.policy.compat32).get("Date")
     if not value:
         return None
     try:
         when = parsedate_to_datetime(str(value))
     except (TypeError, ValueError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return int(when.timestamp() * 1000)
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+
+
+def _next_history_id(mailbox: Mailbox) -> int:
+    mailbox.history_id += 1 + len(mailbox.history) % 3  # rising, with gaps
+    return mailbox.history_id
 
 
 def message_deliver(
@@ -120,7 +141,7 @@ def message_deliver(
 ) -> StoredMessage:
     """Put `raw` into the mailbox of `address` (created if missing) and record a messageAdded history entry.
 
-    internalDate is `internal_date` if given, else the Date header, else now.
+    internalDate is `internal_date` if given, else now (the arrival time, as at Gmail: never the Date header).
     """
     parsed = email.message_from_bytes(raw, policy=email.policy.compat32)
     if internal_date is not None:
@@ -128,7 +149,7 @@ def message_deliver(
             internal_date = internal_date.replace(tzinfo=UTC)
         date_ms = int(internal_date.timestamp() * 1000)
     else:
-        date_ms = _date_header_ms(parsed) or int(time.time() * 1000)
+        date_ms = int(time.time() * 1000)
     message_id_header = str(parsed.get("Message-ID", "")).strip()
     refs = f"{parsed.get('In-Reply-To', '')} {parsed.get('References', '')}".split()
     with state.lock:
@@ -139,12 +160,56 @@ def message_deliver(
             if earlier.message_id_header and earlier.message_id_header in refs:
                 thread_id = earlier.thread_id
                 break
-        mailbox.history_id += 1 + len(mailbox.history) % 3  # rising, with gaps
-        label_ids = list(labels) if labels is not None else list(DEFAULT_LABELS)
-        stored = StoredMessage(message_id, thread_id, raw, label_ids, date_ms, mailbox.history_id, message_id_header)
+        history_id = _next_history_id(mailbox)
+        label_ids = list(dict.fromkeys(labels)) if labels is not None else list(DEFAULT_LABELS)
+        stored = StoredMessage(message_id, thread_id, raw, label_ids, date_ms, history_id, message_id_header)
         mailbox.messages[message_id] = stored
-        mailbox.history.append(HistoryRecord(mailbox.history_id, message_id, thread_id, list(label_ids)))
+        mailbox.history.append(
+            HistoryRecord(history_id, message_id, thread_id, "messageAdded", list(label_ids), list(label_ids))
+        )
         return stored
+
+
+def message_modify(
+    state: SandboxState, address: str, message_id: str, *, add: list[str], remove: list[str]
+) -> StoredMessage:
+    """Add and remove labels of one message, as `users.messages.modify` does: one history record holding a
+    labelsAdded and/or a labelsRemoved entry. A change that changes nothing (adding a label the message has,
+    removing one it has not) writes no record. KeyError if the message is not there."""
+    with state.lock:
+        mailbox = _mailboxes(state)[address.lower()]
+        message = mailbox.messages[message_id]
+        before = list(message.label_ids)
+        removed = [label for label in dict.fromkeys(remove) if label in before]
+        added = [label for label in dict.fromkeys(add) if label not in before and label not in removed]
+        if not added and not removed:
+            return message
+        after = [label for label in before if label not in removed] + added
+        message.label_ids = after
+        message.history_id = _next_history_id(mailbox)
+        mailbox.history.append(
+            HistoryRecord(message.history_id, message.id, message.thread_id, "labels", before, after, added, removed)
+        )
+        return message
+
+
+def messages_delete(state: SandboxState, address: str, message_ids: list[str]) -> int:
+    """Delete messages for good (not trashed), one messageDeleted history record each. KeyError for an unknown
+    id, before anything is deleted."""
+    with state.lock:
+        mailbox = _mailboxes(state)[address.lower()]
+        missing = [i for i in message_ids if i not in mailbox.messages]
+        if missing:
+            raise KeyError(missing[0])
+        for message_id in dict.fromkeys(message_ids):
+            message = mailbox.messages.pop(message_id)
+            labels = list(message.label_ids)
+            mailbox.history.append(
+                HistoryRecord(
+                    _next_history_id(mailbox), message.id, message.thread_id, "messageDeleted", labels, labels
+                )
+            )
+        return len(set(message_ids))
 
 
 def mailbox_expire_history(state: SandboxState, address: str) -> int:
@@ -272,43 +337,208 @@ class GmailApiError(Exception):
         self.status, self.body, self.headers = status, body, headers or {}
 
 
-def _google_error(status: int, message: str, reason: str, google_status: str, domain: str = "global") -> GmailApiError:
-    return GmailApiError(
-        status,
+SERVICE = "gmail.googleapis.com"
+SANDBOX_PROJECT_NUMBER = "469823504216"
+_HELP_QUOTA = {
+    "@type": "type.googleapis.com/google.rpc.Help",
+    "links": [
         {
-            "error": {
-                "code": status,
-                "message": message,
-                "errors": [{"message": message, "domain": domain, "reason": reason}],
-                "status": google_status,
-            }
-        },
+            "description": "Request a higher quota limit.",
+            "url": "https://cloud.google.com/docs/quotas/help/request_increase",
+        }
+    ],
+}
+_AUTH_HELP = (
+    "Expected OAuth 2 access token, login cookie or other valid authentication credential. "
+    "See https://developers.google.com/identity/sign-in/web/devconsole-project."
+)
+
+
+@dataclass(frozen=True)
+class ErrorReason:
+    """How Gmail words one `errors[].reason`: its usual status, `errors[]` domain and message, the top-level
+    message when it differs, and the google.rpc.ErrorInfo reason of `details` (None: Gmail's own errors,
+    captured without details). `quota_limit` marks a quota error (ErrorInfo metadata, a Help link)."""
+
+    status: int
+    domain: str
+    message: str
+    top_message: str | None = None
+    info_reason: str | None = None
+    quota_limit: tuple[str, str, str] | None = None  # (limit name in the message, limit id, limit value)
+    location: bool = False  # errors[] names the Authorization header
+
+
+def _quota_message(limit_name: str) -> str:
+    return (
+        f"Quota exceeded for quota metric 'Queries' and limit '{limit_name}' of service '{SERVICE}' "
+        f"for consumer 'project_number:{SANDBOX_PROJECT_NUMBER}'."
     )
 
 
+# The reasons a fault may name (`reason`). See sandbox/README.md for which shapes were seen and which inferred.
+ERROR_REASONS: dict[str, ErrorReason] = {
+    "rateLimitExceeded": ErrorReason(
+        429,
+        "global",
+        "Resource has been exhausted (e.g. check quota).",
+        info_reason="RATE_LIMIT_EXCEEDED",
+        quota_limit=("Queries per minute", "QueriesPerMinutePerProject", "1200000"),
+    ),
+    "userRateLimitExceeded": ErrorReason(
+        403,
+        "usageLimits",
+        _quota_message("Queries per minute per user"),
+        info_reason="RATE_LIMIT_EXCEEDED",
+        quota_limit=("Queries per minute per user", "QueriesPerMinutePerUser", "15000"),
+    ),
+    "dailyLimitExceeded": ErrorReason(
+        403,
+        "usageLimits",
+        _quota_message("Queries per day"),
+        info_reason="RATE_LIMIT_EXCEEDED",
+        quota_limit=("Queries per day", "QueriesPerDay", "1000000000"),
+    ),
+    "authError": ErrorReason(
+        401,
+        "global",
+        "Invalid Credentials",
+        f"Request had invalid authentication credentials. {_AUTH_HELP}",
+        "ACCESS_TOKEN_TYPE_UNSUPPORTED",
+        location=True,
+    ),
+    "required": ErrorReason(
+        401,
+        "global",
+        "Login Required.",
+        f"Request is missing required authentication credential. {_AUTH_HELP}",
+        "CREDENTIALS_MISSING",
+        location=True,
+    ),
+    "insufficientPermissions": ErrorReason(
+        403,
+        "global",
+        "Insufficient Permission",
+        "Request had insufficient authentication scopes.",
+        "ACCESS_TOKEN_SCOPE_INSUFFICIENT",
+    ),
+    "forbidden": ErrorReason(403, "global", "Forbidden"),
+    "notFound": ErrorReason(404, "global", "Requested entity was not found."),
+    "invalidArgument": ErrorReason(400, "global", "Invalid argument."),
+    "failedPrecondition": ErrorReason(400, "global", "Precondition check failed."),
+    "backendError": ErrorReason(500, "global", "Backend Error"),
+}
+_DEFAULT_REASON = {
+    400: "invalidArgument",
+    401: "authError",
+    403: "insufficientPermissions",
+    404: "notFound",
+    429: "rateLimitExceeded",
+}
+_RPC_METHODS = (
+    (re.compile(r"/profile$"), "GetProfile"),
+    (re.compile(r"/history$"), "ListHistory"),
+    (re.compile(r"/messages/[^/]+/attachments/[^/]+$"), "GetAttachment"),
+    (re.compile(r"/messages/[^/]+$"), "GetMessage"),
+    (re.compile(r"/messages$"), "ListMessages"),
+    (re.compile(r"/watch$"), "Watch"),
+    (re.compile(r"/stop$"), "Stop"),
+)
+
+
+def _rpc_method() -> str | None:
+    """The backend method ErrorInfo names (`caribou.api.proto.MailboxService.ListLabels` was seen for labels)."""
+    path = request.path if has_request_context() else ""
+    for pattern, name in _RPC_METHODS:
+        if path.startswith("/gmail/v1/") and pattern.search(path):
+            return f"caribou.api.proto.MailboxService.{name}"
+    return None
+
+
+def default_reason(status: int) -> str:
+    return _DEFAULT_REASON.get(status, "backendError" if status >= 500 else "")
+
+
+def error_body(
+    status: int, reason: str | None = None, *, message: str | None = None, retry_after: str | None = None
+) -> dict[str, Any]:
+    """Gmail's error body for `status` and the `errors[].reason` `reason` (by default the usual one for the
+    status): {"error": {code, message, errors: [{message, domain, reason}], status, details?}}. Quota and
+    auth errors carry `details` (ErrorInfo, plus RetryInfo from `retry_after` on a 429 and a Help link for
+    quota); note googleapiclient's HttpError.error_details is then the details list, not `errors`."""
+    reason = reason or default_reason(status)
+    phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+    spec = ERROR_REASONS.get(reason) or ErrorReason(status, "global", phrase)
+    if reason == "backendError" and status == 503:
+        spec = ErrorReason(503, "global", "The service is currently unavailable.")
+    if reason == "rateLimitExceeded" and status != 429 and spec.quota_limit:
+        spec = ErrorReason(  # the 403 form: usageLimits and the quota sentence
+            status, "usageLimits", _quota_message(spec.quota_limit[0]), None, spec.info_reason, spec.quota_limit
+        )
+    item_message = message or spec.message
+    fallback = phrase[:1].lower() + phrase.title().replace(" ", "")[1:]  # 409 "Conflict" -> "conflict"
+    item: dict[str, Any] = {"message": item_message, "domain": spec.domain, "reason": reason or fallback}
+    if spec.location:
+        item.update({"location": "Authorization", "locationType": "header"})
+    error: dict[str, Any] = {
+        "code": status,
+        "message": message or spec.top_message or spec.message,
+        "errors": [item],
+        "status": GOOGLE_STATUS.get(status, "UNKNOWN"),
+    }
+    details: list[dict[str, Any]] = []
+    if spec.info_reason:
+        metadata: dict[str, str] = {"service": SERVICE}
+        method = _rpc_method()
+        if method and not spec.quota_limit:
+            metadata["method"] = method
+        if spec.quota_limit:
+            metadata.update(
+                {
+                    "quota_metric": f"{SERVICE}/default",
+                    "quota_limit": spec.quota_limit[1],
+                    "quota_limit_value": spec.quota_limit[2],
+                    "quota_location": "global",
+                    "consumer": f"projects/{SANDBOX_PROJECT_NUMBER}",
+                }
+            )
+        details.append(
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": spec.info_reason,
+                "domain": "googleapis.com",
+                "metadata": metadata,
+            }
+        )
+    if status == 429 and spec.info_reason:
+        seconds = _seconds(retry_after)
+        details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds}s"})
+    if spec.quota_limit:
+        details.append(_HELP_QUOTA)
+    if details:
+        error["details"] = details
+    return {"error": error}
+
+
+def _seconds(retry_after: str | None) -> str:
+    """A Retry-After value as google.protobuf.Duration seconds ("7", "2.5"); 7 when it is absent or a date."""
+    try:
+        value = float(retry_after) if retry_after is not None else 7.0
+    except ValueError:
+        value = 7.0
+    return f"{value:g}"
+
+
+def _google_error(status: int, message: str, reason: str) -> GmailApiError:
+    return GmailApiError(status, error_body(status, reason, message=message))
+
+
 def _invalid_argument(message: str) -> GmailApiError:
-    return _google_error(400, message, "invalidArgument", "INVALID_ARGUMENT")
+    return _google_error(400, message, "invalidArgument")
 
 
 def _not_found() -> GmailApiError:
-    return _google_error(404, "Requested entity was not found.", "notFound", "NOT_FOUND")
-
-
-UNAUTHORIZED_BODY = {
-    "error": {
-        "errors": [
-            {
-                "domain": "global",
-                "reason": "authError",
-                "message": "Invalid Credentials",
-                "locationType": "header",
-                "location": "Authorization",
-            }
-        ],
-        "code": 401,
-        "message": "Invalid Credentials",
-    }
-}
+    return GmailApiError(404, error_body(404, "notFound"))
 
 
 @blueprint.errorhandler(GmailApiError)
@@ -323,9 +553,13 @@ def _mailbox(user_id: str) -> Mailbox:
     st = sandbox_state()
     address = token_address(st, token) if token else None
     if address is None:
-        raise GmailApiError(401, UNAUTHORIZED_BODY, {"WWW-Authenticate": 'Bearer realm="https://accounts.google.com/"'})
+        raise GmailApiError(
+            401,
+            error_body(401, "authError" if token else "required"),
+            {"WWW-Authenticate": 'Bearer realm="https://accounts.google.com/"'},
+        )
     if user_id != "me" and user_id.lower() != address:
-        raise _google_error(403, f"Delegation denied for {address}", "forbidden", "PERMISSION_DENIED")
+        raise _google_error(403, f"Delegation denied for {address}", "forbidden")
     return mailbox_ensure(st, address)
 
 
@@ -364,6 +598,26 @@ def profile(user_id: str) -> Response:
         )
 
 
+def _history_view(record: HistoryRecord, types: set[str], label_id: str | None) -> dict[str, Any] | None:
+    """`record` as history.list returns it, keeping only the entries of `types` whose message carried
+    `label_id` when that change happened: after it for messageAdded and labelAdded, before it for
+    labelRemoved and messageDeleted. So archiving (INBOX removed) shows under labelId=INBOX, and of a
+    "Not spam" (SPAM removed, INBOX added) only the labelsAdded entry does. None when nothing is left."""
+    message = {"id": record.message_id, "threadId": record.thread_id, "labelIds": list(record.after)}
+    entries: dict[str, Any] = {}
+    if record.kind == "messageAdded" and "messageAdded" in types and (not label_id or label_id in record.after):
+        entries["messagesAdded"] = [{"message": message}]
+    if record.kind == "messageDeleted" and "messageDeleted" in types and (not label_id or label_id in record.before):
+        entries["messagesDeleted"] = [{"message": message}]
+    if record.added and "labelAdded" in types and (not label_id or label_id in record.after):
+        entries["labelsAdded"] = [{"message": message, "labelIds": list(record.added)}]
+    if record.removed and "labelRemoved" in types and (not label_id or label_id in record.before):
+        entries["labelsRemoved"] = [{"message": message, "labelIds": list(record.removed)}]
+    if not entries:
+        return None
+    return {"id": str(record.id), "messages": [{"id": record.message_id, "threadId": record.thread_id}], **entries}
+
+
 @blueprint.get("/gmail/v1/users/<user_id>/history")
 def history_list(user_id: str) -> Response:
     mailbox = _mailbox(user_id)
@@ -373,31 +627,23 @@ def history_list(user_id: str) -> Response:
     start = int(start_text)
     max_results = _int_arg("maxResults", 100, 500)
     history_types = request.args.getlist("historyTypes")
-    label_id = request.args.get("labelId")
+    unknown = [t for t in history_types if t not in HISTORY_TYPES]
+    if unknown:
+        raise _invalid_argument(f"Invalid value at 'history_types' (type.googleapis.com/HistoryType), \"{unknown[0]}\"")
+    types = set(history_types or HISTORY_TYPES)
+    label_id = request.args.get("labelId") or None
     after = _page_token_decode(request.args["pageToken"]) if request.args.get("pageToken") else start
     with sandbox_state().lock:
         if start < mailbox.history_floor:
             raise _not_found()
-        wanted = [
-            r
-            for r in mailbox.history
-            if r.id > after
-            and (not history_types or "messageAdded" in history_types)
-            and (not label_id or label_id in r.label_ids)
-        ]
+        views = [(r.id, _history_view(r, types, label_id)) for r in mailbox.history if r.id > after]
+        wanted = [(record_id, view) for record_id, view in views if view is not None]
         page = wanted[:max_results]
         answer: dict[str, Any] = {"historyId": str(mailbox.history_id)}
     if page:
-        answer["history"] = [
-            {
-                "id": str(r.id),
-                "messages": [{"id": r.message_id, "threadId": r.thread_id}],
-                "messagesAdded": [{"message": {"id": r.message_id, "threadId": r.thread_id, "labelIds": r.label_ids}}],
-            }
-            for r in page
-        ]
+        answer["history"] = [view for _, view in page]
     if len(wanted) > max_results:
-        answer["nextPageToken"] = _page_token_encode(page[-1].id)
+        answer["nextPageToken"] = _page_token_encode(page[-1][0])
     return json_response(answer)
 
 
@@ -708,3 +954,63 @@ def control_expire_history() -> Response:
     _existing(spec.address)
     floor = mailbox_expire_history(sandbox_state(), spec.address)
     return json_response({"address": spec.address.lower(), "historyId": str(floor)})
+
+
+class LabelsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=_ADDRESS.pattern)
+    id: str = Field(min_length=1)
+    add: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def some_change(self) -> LabelsIn:
+        if not self.add and not self.remove:
+            raise ValueError("give labels to add and/or remove")
+        if not all(label.strip() for label in [*self.add, *self.remove]):
+            raise ValueError("labels must be non-empty strings")
+        if set(self.add) & set(self.remove):
+            raise ValueError("a label cannot be both added and removed")
+        return self
+
+
+class DeleteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=_ADDRESS.pattern)
+    ids: list[str] = Field(min_length=1)
+
+
+@control_route("/gmail/messages/labels", methods=["POST"])
+def control_modify_labels() -> Response:
+    """Add and remove labels of one message (as messages.modify): one labelsAdded/labelsRemoved record."""
+    spec = parse_body(LabelsIn)
+    mailbox = _existing(spec.address)
+    st = sandbox_state()
+    try:
+        message = message_modify(st, spec.address, spec.id, add=spec.add, remove=spec.remove)
+    except KeyError as exc:
+        raise ControlError("unknown_message", f"id: no message {spec.id} in {spec.address}", 404) from exc
+    with st.lock:
+        answer = {
+            "id": message.id,
+            "threadId": message.thread_id,
+            "labelIds": list(message.label_ids),
+            "historyId": str(mailbox.history_id),
+        }
+    return json_response(answer)
+
+
+@control_route("/gmail/messages/delete", methods=["POST"])
+def control_delete_messages() -> Response:
+    """Delete messages for good (not to Trash): one messagesDeleted record each; messages.get then 404s."""
+    spec = parse_body(DeleteIn)
+    mailbox = _existing(spec.address)
+    st = sandbox_state()
+    try:
+        count = messages_delete(st, spec.address, spec.ids)
+    except KeyError as exc:
+        raise ControlError("unknown_message", f"ids: no message {exc.args[0]} in {spec.address}", 404) from exc
+    with st.lock:
+        return json_response({"deleted": count, "historyId": str(mailbox.history_id)})

@@ -8,9 +8,15 @@ arriving while a client pages lands in the next round. A deltaLink round returns
 messages, messages whose isRead or flag changed (again, with the selected fields) and `@removed` entries for
 deleted or moved-out ones. Expiring a mailbox's delta state (control route) makes every older token a 410.
 
+Folders: every message lives in one folder (a well-known name such as inbox, archive, junkemail,
+deleteditems, or any other name). Delta works per folder, as Graph's does: a message moved into a folder is a
+new item of that folder's next round (if the round's persisted $filter admits its receivedDateTime, which a
+move never changes), and an `@removed` entry of the folder it left.
+
 Ids: every message has one key, shown as an immutable id ("AAkALg…") when the request says
 `Prefer: IdType="ImmutableId"` and as a REST id ("AAMkAG…") otherwise, so a test can tell the header was
-honoured; both forms open the message.
+honoured; both forms open the message. As at Graph, the REST id changes when the message moves (the old
+one then answers 404); the immutable id never does.
 
 $batch parts are dispatched through the whole app (a WSGI call in a fresh context), so each inner request is
 logged (marked `batch_part`) and fault-checked as "GET /v1.0/me/messages/ID?$select=…", like a Gmail batch part.
@@ -84,13 +90,42 @@ class GraphMessage:
     modified: datetime
     is_read: bool = False
     flag: str = "notFlagged"
+    folder: str = "inbox"  # a well-known folder name, or the (lower-cased) name of another folder
+    rest_key: str = ""  # the REST id's key: the key until the message first moves, a new one after each move
+    entered_seq: int = 0  # when it came into its folder: a delta watermark below this never saw it there
+
+    def rest_id(self) -> str:
+        return f"{REST_PREFIX}{self.rest_key or self.key}"
+
+
+@dataclass
+class Departure:
+    """A message that left `folder` (deleted, or moved elsewhere) at `seq`: an @removed entry of that folder."""
+
+    seq: int
+    key: str
+    rest_id: str
+    folder: str
+    entered_seq: int
+    received: datetime
+    reason: str  # "deleted" | "changed"
+
+
+@dataclass
+class Entry:
+    """One item of a delta round: a message as it is when the page is read, or its @removed entry."""
+
+    key: str
+    removed: bool = False
+    rest_id: str = ""
+    reason: str = "deleted"
 
 
 @dataclass
 class Snapshot:
     """The items of one delta round, fixed when its first page was asked for; `upto` is its watermark."""
 
-    entries: list[tuple[str, bool]]  # (message key, removed)
+    entries: list[Entry]
     upto: int
 
 
@@ -99,8 +134,9 @@ class OutlookMailbox:
     address: str
     display_name: str
     inbox_id: str
-    messages: dict[str, GraphMessage] = field(default_factory=dict)
-    removed: dict[str, tuple[int, GraphMessage]] = field(default_factory=dict)  # key -> (seq, last state)
+    messages: dict[str, GraphMessage] = field(default_factory=dict)  # every folder's
+    departures: list[Departure] = field(default_factory=list)
+    folder_ids: dict[str, str] = field(default_factory=dict)  # folder name -> id, made when first used
     seq: int = 0  # rises on every change; delta tokens carry the value they saw
     generation: int = 1  # the delta state's generation: older tokens answer 410
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
@@ -155,8 +191,10 @@ def message_add(
     in_reply_to: list[str] | None = None,
     has_attachments: bool = False,
     is_read: bool = False,
+    folder: str = "inbox",
 ) -> GraphMessage:
-    """Deliver a message into the inbox of `address` (created if missing); it shows in the next delta round."""
+    """Deliver a message into `folder` (default the inbox) of `address` (created if missing); it shows in that
+    folder's next delta round. receivedDateTime is `received`, else now."""
     received = (received or _now()).astimezone(UTC).replace(microsecond=0)
     with state.lock:
         mailbox = mailbox_ensure(state, address)
@@ -185,9 +223,35 @@ def message_add(
             change_key=_change_key(),
             modified=_now(),
             is_read=is_read,
+            folder=folder_name(folder),
+            rest_key=key,
+            entered_seq=mailbox.seq,
         )
         mailbox.messages[key] = message
         return message
+
+
+def folder_name(ref: str) -> str:
+    """The folder a control call names: well-known names in any case, other names as given, lower-cased."""
+    return ref.strip().lower()
+
+
+def folder_id(mailbox: OutlookMailbox, name: str) -> str:
+    """The id of folder `name` (the inbox's is the mailbox's inbox_id), made on first use."""
+    if name == "inbox":
+        return mailbox.inbox_id
+    if name not in mailbox.folder_ids:
+        mailbox.folder_ids[name] = "AQMkADAwATM0MDAAMS1iNTcwLWI2NTEtMDACLTAwCgAuAAAD" + _key(24)
+    return mailbox.folder_ids[name]
+
+
+def _folder_of_ref(mailbox: OutlookMailbox, ref: str) -> str | None:
+    """The folder a Graph URL names: a well-known name (any case), or a folder id; None if unknown."""
+    if ref == mailbox.inbox_id or ref.lower() == "inbox":
+        return "inbox"
+    if ref.lower() in WELL_KNOWN_FOLDERS:
+        return ref.lower()
+    return next((name for name, known in mailbox.folder_ids.items() if known == ref), None)
 
 
 def _address_pair(value: str) -> tuple[str, str]:
@@ -196,10 +260,17 @@ def _address_pair(value: str) -> tuple[str, str]:
 
 
 def message_deliver_rfc822(
-    state: SandboxState, address: str, raw: bytes, *, received: datetime | None = None, is_read: bool = False
+    state: SandboxState,
+    address: str,
+    raw: bytes,
+    *,
+    received: datetime | None = None,
+    is_read: bool = False,
+    folder: str = "inbox",
 ) -> GraphMessage:
     """Deliver an RFC 822 message as Graph stores it: the HTML alternative as an html body when there is one,
-    else the text one. receivedDateTime is `received`, else the Date header, else now."""
+    else the text one. receivedDateTime is `received`, else now (the arrival time, as at Graph: never the
+    Date header, which gives sentDateTime)."""
     parsed = email.message_from_bytes(raw, policy=email.policy.default)
     assert isinstance(parsed, EmailMessage)
     part = parsed.get_body(preferencelist=("html", "plain"))
@@ -229,18 +300,24 @@ def message_deliver_rfc822(
         cc=[(n, a) for n, a in getaddresses([str(v) for v in parsed.get_all("Cc", [])]) if a],
         body=body,
         body_type=body_type,
-        received=received or date,
+        received=received,
         sent=date,
         internet_message_id=str(parsed.get("Message-ID", "")).strip() or None,
         in_reply_to=references,
         has_attachments=any(True for _ in parsed.iter_attachments()),
         is_read=is_read,
+        folder=folder,
     )
 
 
 def _find(mailbox: OutlookMailbox, message_id: str) -> GraphMessage | None:
-    key = message_key(message_id)
-    return mailbox.messages.get(key) if key else None
+    """The message an immutable id, or its current REST id, names (a REST id from before a move: None)."""
+    if message_id.startswith(IMMUTABLE_PREFIX):
+        return mailbox.messages.get(message_id[len(IMMUTABLE_PREFIX) :])
+    if message_id.startswith(REST_PREFIX):
+        rest_key = message_id[len(REST_PREFIX) :]
+        return next((m for m in mailbox.messages.values() if (m.rest_key or m.key) == rest_key), None)
+    return None
 
 
 def messages_update(
@@ -266,8 +343,16 @@ def messages_update(
         return len(found)
 
 
+def _depart(mailbox: OutlookMailbox, message: GraphMessage, reason: str) -> None:
+    mailbox.departures.append(
+        Departure(
+            mailbox.seq, message.key, message.rest_id(), message.folder, message.entered_seq, message.received, reason
+        )
+    )
+
+
 def messages_remove(state: SandboxState, address: str, ids: list[str]) -> int:
-    """Delete messages or move them out of the inbox: the next delta lists them as @removed."""
+    """Delete messages for good: the next delta of their folder lists them as @removed (reason deleted)."""
     with state.lock:
         mailbox = _mailboxes(state)[address.lower()]
         found = [_find(mailbox, i) for i in ids]
@@ -276,10 +361,43 @@ def messages_remove(state: SandboxState, address: str, ids: list[str]) -> int:
             raise KeyError(missing[0])
         for message in found:
             assert message is not None
+            if message.key not in mailbox.messages:
+                continue  # named twice
             mailbox.seq += 1
             del mailbox.messages[message.key]
-            mailbox.removed[message.key] = (mailbox.seq, message)
-        return len(found)
+            _depart(mailbox, message, "deleted")
+        return len({m.key for m in found if m is not None})
+
+
+def messages_move(
+    state: SandboxState, address: str, ids: list[str], folder: str, *, removed_reason: str = "deleted"
+) -> list[GraphMessage]:
+    """Move messages to `folder`, as POST /messages/{id}/move does: receivedDateTime stays, the REST id
+    changes, the immutable id does not. The folder left lists each as @removed (`removed_reason`) in its
+    next delta; the folder entered lists it as a new item. Moving a message to its own folder does nothing."""
+    target = folder_name(folder)
+    with state.lock:
+        mailbox = _mailboxes(state)[address.lower()]
+        found = [_find(mailbox, i) for i in ids]
+        missing = [i for i, m in zip(ids, found, strict=True) if m is None]
+        if missing:
+            raise KeyError(missing[0])
+        moved: list[GraphMessage] = []
+        for message in found:
+            assert message is not None
+            if message.folder == target:
+                if all(m.key != message.key for m in moved):
+                    moved.append(message)
+                continue
+            mailbox.seq += 1
+            _depart(mailbox, message, removed_reason)
+            message.folder = target
+            message.rest_key = _key()
+            message.entered_seq = message.changed_seq = mailbox.seq
+            message.change_key = _change_key()
+            message.modified = _now()
+            moved.append(message)
+        return moved
 
 
 def delta_expire(state: SandboxState, address: str) -> int:
@@ -292,15 +410,8 @@ def delta_expire(state: SandboxState, address: str) -> int:
 
 
 # Ids and rendering -------------------------------------------------------------------------------------
-def message_id(key: str, *, immutable: bool) -> str:
-    return f"{IMMUTABLE_PREFIX if immutable else REST_PREFIX}{key}"
-
-
-def message_key(message_id: str) -> str | None:
-    for prefix in (IMMUTABLE_PREFIX, REST_PREFIX):
-        if message_id.startswith(prefix) and len(message_id) > len(prefix):
-            return message_id[len(prefix) :]
-    return None
+def message_id(message: GraphMessage, *, immutable: bool) -> str:
+    return f"{IMMUTABLE_PREFIX}{message.key}" if immutable else message.rest_id()
 
 
 def _iso(moment: datetime) -> str:
@@ -328,9 +439,9 @@ def _text_to_html(text: str) -> str:
     return f"<html>{head}<body>{escaped}</body></html>"
 
 
-def _web_link(key: str) -> str:
+def _web_link(message: GraphMessage) -> str:
     # Graph's webLink carries the REST id whatever IdType the request asked for.
-    item_id = quote(message_id(key, immutable=False), safe="")
+    item_id = quote(message.rest_id(), safe="")
     return f"https://outlook.office365.com/owa/?ItemID={item_id}&exvsurl=1&viewmodel=ReadMessageItem"
 
 
@@ -384,13 +495,13 @@ def message_resource(
         "subject": message.subject,
         "bodyPreview": " ".join(text.split())[:255],
         "importance": "normal",
-        "parentFolderId": mailbox.inbox_id,
+        "parentFolderId": folder_id(mailbox, message.folder),
         "conversationId": CONVERSATION_PREFIX + message.conversation_key,
         "isDeliveryReceiptRequested": False,
         "isReadReceiptRequested": False,
         "isRead": message.is_read,
         "isDraft": False,
-        "webLink": _web_link(message.key),
+        "webLink": _web_link(message),
         "inferenceClassification": "focused",
         "sender": _recipient(message.sender),
         "from": _recipient(message.sender),
@@ -409,7 +520,7 @@ def message_resource(
             values["body"] = {"contentType": message.body_type, "content": message.body}
     resource: dict[str, Any] = {
         "@odata.etag": f'W/"{message.change_key}"',
-        "id": message_id(message.key, immutable=immutable),
+        "id": message_id(message, immutable=immutable),
     }
     resource.update({name: values[name] for name in MESSAGE_FIELDS if name in wanted})
     return resource
@@ -544,11 +655,11 @@ class DeltaQuery:
     strict: bool  # gt rather than ge
     newest_first: bool
 
-    def matches(self, message: GraphMessage) -> bool:
+    def matches(self, received: datetime) -> bool:
         if self.since is None:
             return True
         since = datetime.fromisoformat(self.since)
-        return message.received > since if self.strict else message.received >= since
+        return received > since if self.strict else received >= since
 
     def as_dict(self) -> dict[str, Any]:
         return {"select": self.select, "since": self.since, "strict": self.strict, "desc": self.newest_first}
@@ -642,26 +753,35 @@ def _sync_state_gone(mailbox: OutlookMailbox, generation: int, query: DeltaQuery
     )
 
 
-def _initial_entries(mailbox: OutlookMailbox, query: DeltaQuery) -> list[tuple[str, bool]]:
+def _initial_entries(mailbox: OutlookMailbox, folder: str, query: DeltaQuery) -> list[Entry]:
     chosen = sorted(
-        (m for m in mailbox.messages.values() if query.matches(m)),
+        (m for m in mailbox.messages.values() if m.folder == folder and query.matches(m.received)),
         key=lambda m: (m.received, m.created_seq),
         reverse=query.newest_first,
     )
-    return [(m.key, False) for m in chosen]
+    return [Entry(m.key) for m in chosen]
 
 
-def _changed_entries(mailbox: OutlookMailbox, query: DeltaQuery, since: int) -> list[tuple[str, bool]]:
-    """What changed after watermark `since`: new and updated messages, and removed ones, in change order."""
-    events: list[tuple[int, str, bool]] = [
-        (m.changed_seq, m.key, False) for m in mailbox.messages.values() if m.changed_seq > since and query.matches(m)
+def _changed_entries(mailbox: OutlookMailbox, folder: str, query: DeltaQuery, since: int) -> list[Entry]:
+    """What changed in `folder` after watermark `since`, in change order: messages new to it (delivered or
+    moved in) or updated, and @removed entries for messages that left it (deleted or moved out). Mail the
+    client never saw there (it came in after `since`, or the filter kept it out) leaves without a word."""
+    events: list[tuple[int, Entry]] = [
+        (m.changed_seq, Entry(m.key))
+        for m in mailbox.messages.values()
+        if m.folder == folder and m.changed_seq > since and query.matches(m.received)
     ]
+    back = {entry.key for _, entry in events}  # left and came back: only its present state is news
     events += [
-        (seq, key, True)
-        for key, (seq, m) in mailbox.removed.items()
-        if seq > since and m.created_seq <= since and query.matches(m)  # never-seen mail removed: nothing to say
+        (d.seq, Entry(d.key, removed=True, rest_id=d.rest_id, reason=d.reason))
+        for d in mailbox.departures
+        if d.folder == folder
+        and d.seq > since
+        and d.entered_seq <= since
+        and d.key not in back
+        and query.matches(d.received)
     ]
-    return [(key, removed) for _, key, removed in sorted(events)]
+    return [entry for _, entry in sorted(events, key=lambda event: event[0])]
 
 
 def _snapshot_store(mailbox: OutlookMailbox, snapshot: Snapshot) -> str:
@@ -675,9 +795,8 @@ def _snapshot_store(mailbox: OutlookMailbox, snapshot: Snapshot) -> str:
 def _delta(folder_ref: str) -> Response:
     mailbox = _mailbox()
     prefs = _preferences()
-    folder = folder_ref.lower()
-    in_inbox = folder == "inbox" or folder_ref == mailbox.inbox_id
-    if not in_inbox and folder not in WELL_KNOWN_FOLDERS:
+    folder = _folder_of_ref(mailbox, folder_ref)
+    if folder is None:
         raise _not_found()
     top = request.args.get("$top")
     page_size = prefs.page_size or (min(int(top), MAX_PAGE_SIZE) if top and top.isdigit() and int(top) > 0 else None)
@@ -700,24 +819,24 @@ def _delta(folder_ref: str) -> Response:
             if snapshot is None:  # dropped from the cache: what Graph answers for a stale nextLink too
                 raise _sync_state_gone(mailbox, token.generation, query, folder_ref)
         else:
-            if not in_inbox:
-                entries: list[tuple[str, bool]] = []
-            elif token is not None:
-                entries = _changed_entries(mailbox, query, token.watermark)
+            if token is not None:
+                entries = _changed_entries(mailbox, folder, query, token.watermark)
             else:
-                entries = _initial_entries(mailbox, query)
+                entries = _initial_entries(mailbox, folder, query)
             snapshot = Snapshot(entries, mailbox.seq)
             snapshot_id, offset = _snapshot_store(mailbox, snapshot), 0
         page = snapshot.entries[offset : offset + page_size]
         values = []
-        for key, removed in page:
-            message = mailbox.messages.get(key)
-            if removed or message is None:
+        for entry in page:
+            message = mailbox.messages.get(entry.key)
+            if entry.removed or message is None or message.folder != folder:
+                # gone since the round began (a later round tells where): its last REST id, or the immutable one
+                rest_id = entry.rest_id or (message.rest_id() if message else f"{REST_PREFIX}{entry.key}")
                 values.append(
                     {
                         "@odata.type": "#microsoft.graph.message",
-                        "id": message_id(key, immutable=prefs.immutable),
-                        "@removed": {"reason": "deleted"},
+                        "id": f"{IMMUTABLE_PREFIX}{entry.key}" if prefs.immutable else rest_id,
+                        "@removed": {"reason": entry.reason},
                     }
                 )
                 continue
@@ -725,7 +844,7 @@ def _delta(folder_ref: str) -> Response:
                 mailbox, message, select=query.select, immutable=prefs.immutable, body_format=prefs.body_format
             )
             values.append({"@odata.type": "#microsoft.graph.message", **resource})
-        base = _links_base(mailbox.inbox_id if in_inbox else folder_ref)
+        base = _links_base(folder_id(mailbox, folder))
         common = {"a": mailbox.address, "q": query.as_dict(), "g": mailbox.generation}
         answer: dict[str, Any] = {"@odata.context": f"{tls_base_url()}/v1.0/$metadata#Collection(message)"}
         if offset + page_size < len(snapshot.entries):
@@ -888,6 +1007,7 @@ class DeliveryIn(BaseModel):
     html: str | None = None
     received_at: datetime | None = None
     is_read: bool = False
+    folder: str = Field(default="inbox", min_length=1, max_length=200)
 
     @model_validator(mode="after")
     def one_source(self) -> DeliveryIn:
@@ -931,6 +1051,17 @@ class UpdateIn(IdsIn):
         return self
 
 
+class MoveIn(IdsIn):
+    folder: str = Field(min_length=1, max_length=200)
+    removed_reason: str = "deleted"  # the @removed reason the folder left shows
+
+    @model_validator(mode="after")
+    def known_reason(self) -> MoveIn:
+        if self.removed_reason not in ("deleted", "changed"):
+            raise ValueError("removed_reason must be deleted or changed")
+        return self
+
+
 class AddressIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -946,11 +1077,12 @@ def _existing(address: str) -> OutlookMailbox:
 
 def _delivered(message: GraphMessage) -> dict[str, Any]:
     return {
-        "id": message_id(message.key, immutable=True),
-        "rest_id": message_id(message.key, immutable=False),
+        "id": message_id(message, immutable=True),
+        "rest_id": message.rest_id(),
         "conversationId": CONVERSATION_PREFIX + message.conversation_key,
         "internetMessageId": message.internet_message_id,
         "receivedDateTime": _iso(message.received),
+        "folder": message.folder,
     }
 
 
@@ -980,7 +1112,9 @@ def control_outlook_deliver() -> Response:
     if raw is not None:
         if not raw.strip() or not email.message_from_bytes(raw).keys():
             raise ControlError("invalid_field", "raw: not an RFC 822 message (it has no header lines)")
-        message = message_deliver_rfc822(st, spec.address, raw, received=spec.received_at, is_read=spec.is_read)
+        message = message_deliver_rfc822(
+            st, spec.address, raw, received=spec.received_at, is_read=spec.is_read, folder=spec.folder
+        )
     else:
         message = message_add(
             st,
@@ -991,6 +1125,7 @@ def control_outlook_deliver() -> Response:
             body_type="html" if spec.html is not None else "text",
             received=spec.received_at,
             is_read=spec.is_read,
+            folder=spec.folder,
         )
     return json_response(_delivered(message), 201)
 
@@ -1038,10 +1173,25 @@ def control_outlook_mark_read() -> Response:
 
 @control_route("/graph/messages/delete", methods=["POST"])
 def control_outlook_delete() -> Response:
-    """Delete messages or move them out of the inbox: the next delta round lists them as @removed."""
+    """Delete messages for good: the next delta round of their folder lists them as @removed (deleted)."""
     spec = parse_body(IdsIn)
     st = sandbox_state()
     return _change(lambda: messages_remove(st, spec.address, spec.ids), spec, "deleted")
+
+
+@control_route("/graph/messages/move", methods=["POST"])
+def control_outlook_move() -> Response:
+    """Move messages to another folder: @removed in the next delta of the folder left, a new item in the next
+    delta of the folder entered; receivedDateTime and the immutable id stay, the REST id changes."""
+    spec = parse_body(MoveIn)
+    _existing(spec.address)
+    st = sandbox_state()
+    try:
+        moved = messages_move(st, spec.address, spec.ids, spec.folder, removed_reason=spec.removed_reason)
+    except KeyError as exc:
+        raise ControlError("unknown_message", f"ids: no message {exc.args[0]} in {spec.address}", 404) from exc
+    with st.lock:
+        return json_response({"moved": [_delivered(m) for m in moved]})
 
 
 @control_route("/graph/expire-delta", methods=["POST"])

@@ -21,7 +21,8 @@ class Fault:
 
     `route` is a regular expression searched in "METHOD /path?query" of the request (for Gmail batch
     parts, of the inner request); `match` is a substring searched in the request body, which is how a
-    fault targets one email in a Gemini prompt. `times` of None means until cleared.
+    fault targets one email in a Gemini prompt. `times` of None means until cleared. `reason` (Gmail
+    only) picks the `errors[].reason` of the default body, e.g. "userRateLimitExceeded".
     """
 
     id: int
@@ -33,6 +34,7 @@ class Fault:
     times: int | None = 1
     route: str | None = None
     match: str | None = None
+    reason: str | None = None
     hits: int = 0
 
     def applies(self, service: str, target: str, body: str) -> bool:
@@ -53,6 +55,7 @@ class Fault:
             "times": self.times,
             "route": self.route,
             "match": self.match,
+            "reason": self.reason,
             "hits": self.hits,
         }
 

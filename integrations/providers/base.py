@@ -37,6 +37,17 @@ class Delta:
     backfill: bool = False
 
 
+@dataclass(frozen=True)
+class Fetched:
+    """What reading some messages by id gave: the emails read, in the order asked; the messages the
+    provider confirmed deleted (a second read said so too); and the messages that could not be read
+    while the provider answered for the others, each with its error."""
+
+    emails: list[Email]
+    gone: set[str] = field(default_factory=set)
+    failed: dict[str, ProviderError] = field(default_factory=dict)
+
+
 class ProviderError(Exception):
     """A provider call failed. `message` is written for the person whose mailbox it is."""
 
@@ -86,6 +97,8 @@ class MailProvider(Protocol):
         """The ids of every new inbox email since `cursor`, and the cursor after them. Saves nothing."""
         ...
 
-    def fetch_emails(self, message_ids: list[str]) -> list[Email]:
-        """The given messages, in the order given; a message deleted meanwhile is left out."""
+    def fetch_emails(self, message_ids: list[str]) -> Fetched:
+        """The given messages, in the order given. One message failing does not fail the others: it is
+        in `failed` (or, when a second read confirms it was deleted, in `gone`). Raises only for what
+        concerns the whole mailbox (its sign-in refused, throttling, the service unreachable)."""
         ...

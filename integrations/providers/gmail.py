@@ -6,6 +6,7 @@ An instance holds one httplib2 connection, which is not thread-safe: use one pro
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from integrations.providers.base import (
     CursorExpired,
     Delta,
     Email,
+    Fetched,
     ProviderAuthError,
     ProviderError,
     ProviderRateLimited,
@@ -34,7 +36,18 @@ from integrations.providers.base import (
 
 logger = logging.getLogger(__name__)
 
-_RATE_LIMIT_REASONS = {"rateLimitExceeded", "userRateLimitExceeded", "dailyLimitExceeded", "quotaExceeded"}
+# Google's documented quota reasons, legacy (errors[].reason) and google.rpc (ErrorInfo.reason, status).
+_RATE_LIMIT_REASONS = {
+    "rateLimitExceeded",
+    "userRateLimitExceeded",
+    "dailyLimitExceeded",
+    "quotaExceeded",
+    "concurrentLimitExceeded",
+    "RATE_LIMIT_EXCEEDED",
+    "RESOURCE_EXHAUSTED",
+}
+# What the Gmail error guide calls a credentials problem: only a new sign-in fixes it.
+_AUTH_REASONS = {"authError", "insufficientPermissions", "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "UNAUTHENTICATED"}
 # OSError covers timeouts and refused or reset connections.
 _TRANSPORT_ERRORS = (httplib2.HttpLib2Error, TransportError, OSError)
 
@@ -68,21 +81,40 @@ def _retry_after(error: HttpError) -> float | None:
         return None  # an HTTP date: rare from Google, and the caller's backoff will do
 
 
-def _reason(error: HttpError) -> str:
-    details = error.error_details
-    if isinstance(details, list) and details and isinstance(details[0], dict):
-        return str(details[0].get("reason", ""))
-    return ""
+def _reasons(error: HttpError) -> set[str]:
+    """Every reason Google gives in the error body, in each shape it sends: the legacy `errors[].reason`
+    (`rateLimitExceeded`), google.rpc `details[]` ErrorInfo `reason` (`RATE_LIMIT_EXCEEDED`) and the
+    `status` (`RESOURCE_EXHAUSTED`). googleapiclient keeps only one of these lists, so read the body."""
+    try:
+        body = json.loads(error.content or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        return set()
+    payload = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(payload, dict):
+        return set()
+    reasons = {str(payload.get("status") or "")}
+    for key in ("errors", "details"):
+        items = payload.get(key)
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and item.get("reason"):
+                reasons.add(str(item["reason"]))
+    reasons.discard("")
+    return reasons
 
 
 def _translate(error: Exception) -> ProviderError:
     """The typed error for whatever the client library raised."""
     if isinstance(error, HttpError):
         status = error.status_code
-        if status == 429 or (status == 403 and _reason(error) in _RATE_LIMIT_REASONS):
+        reasons = _reasons(error)
+        if status == 429 or (status == 403 and reasons & _RATE_LIMIT_REASONS):
             return ProviderRateLimited("Gmail asks us to slow down; syncing resumes shortly.", _retry_after(error))
-        if status in (401, 403):
+        if status == 401 or (status == 403 and reasons & _AUTH_REASONS):
             return ProviderAuthError("Gmail no longer accepts Tasklift's access. Reconnect Gmail to continue.")
+        if status == 403:  # neither a documented quota nor an auth reason: not the person's to fix
+            return ProviderError(
+                f"Gmail refused a request (HTTP 403{', ' + ', '.join(sorted(reasons)) if reasons else ''})."
+            )
         if status >= 500:
             return ProviderUnavailable("Gmail is not answering right now; syncing will retry.")
         return ProviderError(f"Gmail refused a request (HTTP {status}).")
@@ -171,14 +203,29 @@ class GmailProvider:
                 break
         return Delta(message_ids=list(message_ids), new_cursor=new_cursor)
 
-    def fetch_emails(self, message_ids: list[str]) -> list[Email]:
-        """The messages in the order given (repeats dropped); one deleted meanwhile (404) is left out."""
+    def fetch_emails(self, message_ids: list[str]) -> Fetched:
+        """The messages in the order given (repeats dropped), in batches. A message whose part failed (a
+        404 may be a deletion or a passing fault, a 5xx a passing fault) is read once more; a second 404
+        confirms the deletion, a second failure is the message's own (`failed`)."""
         wanted = list(dict.fromkeys(message_ids))
         found: dict[str, Email] = {}
+        failed: dict[str, HttpError] = {}
         size = max(1, min(settings.GMAIL_BATCH_SIZE, 100))
         for start in range(0, len(wanted), size):
-            found.update(self._fetch_batch(wanted[start : start + size]))
-        return [found[m] for m in wanted if m in found]
+            batch_found, batch_failed = self._fetch_batch(wanted[start : start + size])
+            found.update(batch_found)
+            failed.update(batch_failed)
+        gone: set[str] = set()
+        if failed:
+            again, still = self._fetch_batch(list(failed))
+            found.update(again)
+            gone = {m for m, error in still.items() if error.status_code == 404 and failed[m].status_code == 404}
+            failed = {m: error for m, error in still.items() if m not in gone}
+        return Fetched(
+            emails=[found[m] for m in wanted if m in found],
+            gone=gone,
+            failed={m: _translate(error) for m, error in failed.items()},
+        )
 
     def backfill_message_ids(self, after: datetime, limit: int) -> list[str]:
         """The newest `limit` inbox messages received after `after`, oldest first (the connect-time backfill)."""
@@ -219,16 +266,18 @@ class GmailProvider:
             raise _translate(error) from error
         return result
 
-    def _fetch_batch(self, ids: list[str]) -> dict[str, Email]:
+    def _fetch_batch(self, ids: list[str]) -> tuple[dict[str, Email], dict[str, HttpError]]:
+        """One batch: the emails read, and the parts that failed on their own. A part refused for the
+        mailbox's sign-in or throttled concerns the whole mailbox and raises."""
         found: dict[str, Email] = {}
-        failures: list[HttpError] = []
+        failed: dict[str, HttpError] = {}
 
         def collect(message_id: str) -> Callable[[str, Any, HttpError | None], None]:
             def callback(_request_id: str, response: Any, error: HttpError | None) -> None:
                 if error is None:
                     found[message_id] = self._email(response)
-                elif error.status_code != 404:  # 404: deleted since the delta; leave it out
-                    failures.append(error)
+                else:
+                    failed[message_id] = error
 
             return callback
 
@@ -240,10 +289,13 @@ class GmailProvider:
             batch.execute()
         except (HttpError, RefreshError, *_TRANSPORT_ERRORS) as error:
             raise _translate(error) from error
-        if failures:
-            self._raise_worst(failures)
+        mailbox_wide = [
+            e for e in failed.values() if isinstance(_translate(e), ProviderAuthError | ProviderRateLimited)
+        ]
+        if mailbox_wide:
+            self._raise_worst(mailbox_wide)
         logger.debug("gmail batch fetched %d of %d messages", len(found), len(ids))
-        return found
+        return found, failed
 
     @staticmethod
     def _raise_worst(failures: list[HttpError]) -> NoReturn:

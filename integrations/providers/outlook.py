@@ -22,6 +22,7 @@ from integrations.providers.base import (
     CursorExpired,
     Delta,
     Email,
+    Fetched,
     ProviderAuthError,
     ProviderError,
     ProviderRateLimited,
@@ -148,14 +149,32 @@ class OutlookProvider:
             f"Outlook kept sending more pages ({MAX_DELTA_PAGES}) without finishing a sync; syncing will retry."
         )
 
-    def fetch_emails(self, message_ids: list[str]) -> list[Email]:
-        """The messages in the order given (repeats dropped), in $batch requests of at most 20; one deleted
-        meanwhile (404) is left out."""
+    def fetch_emails(self, message_ids: list[str]) -> Fetched:
+        """The messages in the order given (repeats dropped), in $batch requests of at most 20. A part that
+        failed on its own (a 404 may be a deletion or a passing fault) is read once more; a second 404
+        confirms the deletion, a second failure is the message's own (`failed`)."""
         wanted = list(dict.fromkeys(message_ids))
         found: dict[str, Email] = {}
+        failed: dict[str, tuple[int, ProviderError]] = {}
         for start in range(0, len(wanted), BATCH_SIZE):
-            found.update(self._fetch_batch(wanted[start : start + BATCH_SIZE]))
-        return [found[m] for m in wanted if m in found]
+            batch_found, batch_failed = self._fetch_batch(wanted[start : start + BATCH_SIZE])
+            found.update(batch_found)
+            failed.update(batch_failed)
+        gone: set[str] = set()
+        if failed:
+            first = failed
+            again, failed = {}, {}
+            for start in range(0, len(first), BATCH_SIZE):
+                batch_found, batch_failed = self._fetch_batch(list(first)[start : start + BATCH_SIZE])
+                again.update(batch_found)
+                failed.update(batch_failed)
+            found.update(again)
+            gone = {m for m, (status, _) in failed.items() if status == 404 and first[m][0] == 404}
+        return Fetched(
+            emails=[found[m] for m in wanted if m in found],
+            gone=gone,
+            failed={m: error for m, (_, error) in failed.items() if m not in gone},
+        )
 
     # Internals ----------------------------------------------------------------------------------------
     @staticmethod
@@ -231,9 +250,12 @@ class OutlookProvider:
             raise CursorExpired("Outlook no longer has the sync state of the last sync; a full resync is needed.")
         raise _status_error(status, code, _retry_after(response))
 
-    def _fetch_batch(self, ids: list[str]) -> dict[str, Email]:
-        """One $batch for `ids`; parts answered 429/503 are sent again (as their own smaller batch)."""
+    def _fetch_batch(self, ids: list[str]) -> tuple[dict[str, Email], dict[str, tuple[int, ProviderError]]]:
+        """One $batch for `ids`: the emails read, and the parts that failed on their own (status, error).
+        Parts answered 429/503 are sent again (as their own smaller batch); throttling that persists, or a
+        part refused for the mailbox's sign-in, concerns the whole mailbox and raises."""
         found: dict[str, Email] = {}
+        own: dict[str, tuple[int, ProviderError]] = {}
         pending = list(ids)
         for attempt in range(settings.GRAPH_MAX_RETRIES + 1):
             parts = [
@@ -246,7 +268,7 @@ class OutlookProvider:
                 for index, message_id in enumerate(pending)
             ]
             answer = self._request("POST", f"{self._endpoint}/$batch", json={"requests": parts})
-            retry: list[str] = []
+            retry: dict[str, ProviderError] = {}
             waits: list[float] = []
             failures: list[ProviderError] = []
             for part in answer.get("responses") or []:
@@ -256,21 +278,26 @@ class OutlookProvider:
                 status, body = int(part.get("status", 0)), part.get("body")
                 if status == 200 and isinstance(body, dict):
                     found[pending[index]] = self._email(body)
-                elif status == 404:
-                    continue  # deleted since the delta: leave it out
+                elif status == 404 or (status >= 500 and status not in _RETRYABLE):
+                    # Deleted since the delta, or a fault of this one message: the caller reads it again.
+                    own[pending[index]] = (status, _status_error(status, _part_code(body), None))
                 elif status in _RETRYABLE:
-                    retry.append(pending[index])
                     headers = {str(k).lower(): str(v) for k, v in (part.get("headers") or {}).items()}
                     try:
                         waits.append(float(headers.get("retry-after", "")))
                     except ValueError:
                         waits.append(float(2**attempt))
-                    failures.append(_status_error(status, _part_code(body), max(waits)))
+                    retry[pending[index]] = _status_error(status, _part_code(body), max(waits))
                 elif status == 403:
                     # One message we may not read: not the mailbox's sign-in (that fails the whole batch).
-                    failures.append(ProviderError(f"Outlook refused access to one message ({_part_code(body)})."))
-                else:
+                    own[pending[index]] = (
+                        status,
+                        ProviderError(f"Outlook refused access to one message ({_part_code(body)})."),
+                    )
+                elif status == 401:
                     failures.append(_status_error(status, _part_code(body), None))
+                else:
+                    own[pending[index]] = (status, _status_error(status, _part_code(body), None))
             answered = {int(part["id"]) for part in answer.get("responses") or [] if str(part.get("id", "")).isdigit()}
             if len(answered & set(range(len(pending)))) < len(pending):
                 # A part with no answer is not a deleted message: never record it as handled.
@@ -282,12 +309,17 @@ class OutlookProvider:
                 break
             wait = max(waits) if waits else 1.0
             if attempt == settings.GRAPH_MAX_RETRIES or wait > MAX_RETRY_SLEEP_S:
-                raise _worst(failures)
+                throttled: list[ProviderError] = [e for e in retry.values() if isinstance(e, ProviderRateLimited)]
+                if throttled:
+                    raise _worst(throttled)  # the mailbox is throttled: it waits
+                # 503 for a message while the batch itself was answered: its own failure, read again later.
+                own.update({m: (503, error) for m, error in retry.items()})
+                break
             logger.info("graph batch: %d parts throttled; retrying them in %.1f s", len(retry), wait)
             time.sleep(wait)
-            pending = retry
+            pending = list(retry)
         logger.debug("graph batch fetched %d of %d messages", len(found), len(ids))
-        return found
+        return found, own
 
     def _email(self, message: dict[str, Any]) -> Email:
         sender = (message.get("from") or message.get("sender") or {}).get("emailAddress") or {}

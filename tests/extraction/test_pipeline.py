@@ -143,6 +143,88 @@ def test_a_gemini_outage_quarantines_nothing_and_moves_no_cursor(
     assert "probe@tasklift.invalid" in gemini_calls(sandbox)[-1]["body"]  # it asked before setting anything aside
 
 
+def test_a_passing_404_on_a_message_read_loses_no_email(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    ids = [gmail.deliver(ask(n)) for n in range(5)]
+    sandbox.fault("gmail", 404, route=f"^GET /gmail/v1/users/me/messages/{ids[2]}\\?", times=1)
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert set(Task.objects.values_list("source_id", flat=True)) == set(ids)
+    assert not ProcessedEmail.objects.filter(last_error="deleted").exists()
+
+
+def test_a_message_deleted_for_real_is_recorded_as_such(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    ids = [gmail.deliver(ask(n)) for n in range(3)]
+    sandbox.fault("gmail", 404, route=f"^GET /gmail/v1/users/me/messages/{ids[1]}\\?", times=None)
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert ProcessedEmail.objects.get(message_id=ids[1]).last_error == "deleted"
+    assert gmail.cursor == gmail.history_id()
+
+
+def test_one_message_that_always_fails_to_read_is_quarantined_and_blocks_nothing(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    ids = [gmail.deliver(ask(n)) for n in range(60)]
+    broken = ids[10]  # in the first fetch chunk of 20: the chunks after it must still be read
+    sandbox.fault("gmail", 500, route=f"^GET /gmail/v1/users/me/messages/{broken}\\?", times=None)
+    before = gmail.cursor
+
+    first = run_extraction(consenting_user)
+
+    assert first.status == ExtractionRun.Status.SUCCEEDED
+    assert first.error_code == "partial"
+    assert "could not be read" in first.error_message
+    assert first.mailboxes[str(gmail.integration.pk)]["unread"] == 1
+    assert Task.objects.count() == 59
+    assert gmail.cursor == before  # the broken one is not handled yet: the promise holds the cursor
+
+    for _ in range(settings.EXTRACTION_FETCH_ATTEMPTS - 1):
+        last = run_extraction(consenting_user)
+    assert last.emails_quarantined == 1
+    entry = ProcessedEmail.objects.get(message_id=broken)
+    assert entry.outcome == "quarantined"
+    assert entry.last_error.startswith("fetch_provider_unavailable")
+    assert gmail.cursor == gmail.history_id()  # set aside where a person sees it: the cursor moves
+    assert Task.objects.count() == 59
+
+    sandbox.clear_faults()
+    from extraction.services import ledger_replay
+
+    ledger_replay(entries=[entry])
+    run_extraction(consenting_user)
+    assert Task.objects.count() == 60
+
+
+def test_a_rate_limit_403_never_sends_a_mailbox_to_reconnecting(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail.deliver(ask(1))
+    body = {
+        "error": {
+            "code": 403,
+            "message": "Quota exceeded for quota metric 'Queries' and limit 'Queries per minute per user'.",
+            "errors": [{"message": "Rate Limit Exceeded", "domain": "usageLimits", "reason": "rateLimitExceeded"}],
+            "status": "PERMISSION_DENIED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED"}],
+        }
+    }
+    sandbox.fault("gmail", 403, body=body, route="/history", times=None)
+
+    run_extraction(consenting_user)
+
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.status == "active"
+    assert gmail.integration.last_error_code == "provider_rate_limited"
+
+
 def test_retries_of_a_transient_gemini_error_are_counted_on_the_run(
     gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
 ) -> None:

@@ -127,7 +127,7 @@ def test_a_run_left_queued_too_long_does_not_block_new_ones(
 
     lost = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
     ExtractionRun.objects.filter(pk=lost.pk).update(
-        created_at=timezone.now() - timedelta(seconds=settings.EXTRACTION_LEASE_SECONDS + 1)
+        updated_at=timezone.now() - timedelta(seconds=settings.EXTRACTION_LEASE_SECONDS + 1)
     )
     client.force_login(consenting_user)
     with django_capture_on_commit_callbacks(execute=True):

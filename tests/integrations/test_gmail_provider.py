@@ -10,6 +10,7 @@ import pytest
 from integrations.providers.base import (
     CursorExpired,
     ProviderAuthError,
+    ProviderError,
     ProviderRateLimited,
     ProviderUnavailable,
 )
@@ -99,7 +100,7 @@ def test_fetch_emails_of_45_ids_makes_exactly_three_batch_posts(sandbox: Sandbox
     ids = [sandbox.deliver(ADDRESS, raw_message(n))["id"] for n in range(45)]
     sandbox.clear_requests()
 
-    emails = provider.fetch_emails(ids)
+    emails = provider.fetch_emails(ids).emails
 
     assert [e.message_id for e in emails] == ids
     assert len(calls(sandbox, "gmail", "POST", "/batch/gmail/v1")) == 3
@@ -111,7 +112,7 @@ def test_fetched_email_carries_what_the_pipeline_needs(sandbox: SandboxClient) -
     when = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
     delivered = sandbox.deliver(ADDRESS, raw_message(7, body="Sign the lease by Friday."), internal_date=when)
 
-    [email] = provider.fetch_emails([delivered["id"]])
+    [email] = provider.fetch_emails([delivered["id"]]).emails
 
     assert email.provider == "gmail"
     assert email.thread_id == delivered["threadId"]
@@ -122,13 +123,106 @@ def test_fetched_email_carries_what_the_pipeline_needs(sandbox: SandboxClient) -
     assert email.web_link == f"https://mail.google.com/mail/?authuser=linus%40example.com#all/{delivered['id']}"
 
 
-def test_a_message_deleted_meanwhile_is_left_out(sandbox: SandboxClient) -> None:
+def test_a_message_deleted_meanwhile_is_confirmed_gone_by_a_second_read(sandbox: SandboxClient) -> None:
     provider, _ = connect(sandbox)
     kept = sandbox.deliver(ADDRESS, raw_message(1))["id"]
+    sandbox.clear_requests()
 
-    emails = provider.fetch_emails(["18f0fffffffffff0", kept])
+    fetched = provider.fetch_emails(["18f0fffffffffff0", kept])
 
-    assert [e.message_id for e in emails] == [kept]
+    assert [e.message_id for e in fetched.emails] == [kept]
+    assert (fetched.gone, fetched.failed) == ({"18f0fffffffffff0"}, {})
+    reads = calls(sandbox, "gmail", "GET", "/gmail/v1/users/me/messages/18f0fffffffffff0")
+    assert [r["status"] for r in reads] == [404, 404]
+
+
+def test_a_passing_404_is_not_a_deletion(sandbox: SandboxClient) -> None:
+    provider, _ = connect(sandbox)
+    ids = [sandbox.deliver(ADDRESS, raw_message(n))["id"] for n in range(3)]
+    sandbox.fault("gmail", 404, route=f"^GET /gmail/v1/users/me/messages/{ids[1]}\\?", times=1)
+
+    fetched = provider.fetch_emails(ids)
+
+    assert [e.message_id for e in fetched.emails] == ids
+    assert (fetched.gone, fetched.failed) == (set(), {})
+
+
+def test_a_message_that_keeps_failing_is_its_own_failure_not_the_mailboxs(
+    sandbox: SandboxClient, no_retries: None
+) -> None:
+    provider, _ = connect(sandbox)
+    ids = [sandbox.deliver(ADDRESS, raw_message(n))["id"] for n in range(3)]
+    sandbox.fault("gmail", 500, route=f"^GET /gmail/v1/users/me/messages/{ids[1]}\\?", times=None)
+
+    fetched = provider.fetch_emails(ids)
+
+    assert [e.message_id for e in fetched.emails] == [ids[0], ids[2]]
+    assert fetched.gone == set()
+    assert list(fetched.failed) == [ids[1]]
+    assert isinstance(fetched.failed[ids[1]], ProviderUnavailable)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {  # Google's current shape: the legacy list and google.rpc details side by side
+            "code": 403,
+            "message": "Quota exceeded for quota metric 'Queries' and limit 'Queries per minute per user'.",
+            "errors": [{"message": "Rate Limit Exceeded", "domain": "usageLimits", "reason": "userRateLimitExceeded"}],
+            "status": "PERMISSION_DENIED",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "RATE_LIMIT_EXCEEDED",
+                    "domain": "googleapis.com",
+                    "metadata": {"service": "gmail.googleapis.com", "quota_limit": "QueriesPerMinutePerUser"},
+                }
+            ],
+        },
+        {  # details only
+            "code": 403,
+            "message": "Quota exceeded.",
+            "status": "PERMISSION_DENIED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED"}],
+        },
+        {  # the legacy daily limit
+            "code": 403,
+            "message": "Daily Limit Exceeded",
+            "errors": [{"message": "Daily Limit Exceeded", "domain": "usageLimits", "reason": "dailyLimitExceeded"}],
+        },
+    ],
+)
+def test_a_403_rate_limit_in_any_shape_google_sends_is_rate_limiting_not_auth(
+    sandbox: SandboxClient, no_retries: None, error: dict[str, Any]
+) -> None:
+    provider, _ = connect(sandbox)
+    sandbox.fault("gmail", 403, body={"error": error}, route="/profile")
+
+    with pytest.raises(ProviderRateLimited):
+        provider.current_cursor()
+
+
+def test_only_a_documented_auth_reason_makes_a_403_an_auth_error(sandbox: SandboxClient, no_retries: None) -> None:
+    provider, _ = connect(sandbox)
+    body = {
+        "error": {
+            "code": 403,
+            "message": "Request had insufficient authentication scopes.",
+            "errors": [{"message": "Insufficient Permission", "domain": "global", "reason": "insufficientPermissions"}],
+            "status": "PERMISSION_DENIED",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "ACCESS_TOKEN_SCOPE_INSUFFICIENT"}
+            ],
+        }
+    }
+    sandbox.fault("gmail", 403, body=body, route="/profile", times=1)
+    with pytest.raises(ProviderAuthError):
+        provider.current_cursor()
+
+    sandbox.fault("gmail", 403, body={"error": {"code": 403, "message": "Forbidden"}}, route="/profile", times=1)
+    with pytest.raises(ProviderError) as caught:
+        provider.current_cursor()
+    assert not isinstance(caught.value, ProviderAuthError | ProviderRateLimited)
 
 
 def test_a_rate_limited_batch_part_raises_rate_limited(sandbox: SandboxClient) -> None:
@@ -240,7 +334,7 @@ def test_every_demo_email_is_read_with_a_body(sandbox: SandboxClient, sandbox_se
     load_demo_mailbox(sandbox_server.state, ADDRESS)
 
     delta = provider.fetch_delta(cursor)
-    emails = provider.fetch_emails(delta.message_ids)
+    emails = provider.fetch_emails(delta.message_ids).emails
 
     assert len(emails) == len(delta.message_ids) >= 10
     assert all(e.body_text and e.sender and e.received_at.tzinfo for e in emails)

@@ -240,13 +240,15 @@ def test_fetch_emails_batches_twenty_at_a_time_and_leaves_out_deleted_mail(
     sandbox.delete_outlook(ADDRESS, [ids[10]])
     sandbox.clear_requests()
 
-    emails = provider.fetch_emails(list(reversed(ids)))
+    fetched = provider.fetch_emails(list(reversed(ids)))
+    emails = fetched.emails
 
     assert [e.message_id for e in emails] == [m for m in reversed(ids) if m != ids[10]]
+    assert fetched.gone == {ids[10]}  # a second read said 404 too
     assert emails[-1].body_text == "Please do task 0."
     posts = [c for c in graph_calls(sandbox) if c["method"] == "POST"]
-    assert [c["path"] for c in posts] == ["/v1.0/$batch"] * 3
-    assert len(graph_calls(sandbox, batch_parts=True)) == 45
+    assert [c["path"] for c in posts] == ["/v1.0/$batch"] * 4  # three, then the deleted one read again
+    assert len(graph_calls(sandbox, batch_parts=True)) == 46
 
 
 def test_a_throttled_batch_part_is_fetched_again(sandbox: SandboxClient, provider: OutlookProvider) -> None:
@@ -254,11 +256,33 @@ def test_a_throttled_batch_part_is_fetched_again(sandbox: SandboxClient, provide
     sandbox.fault("graph", 429, route=f"messages/{ids[1]}", headers={"Retry-After": "0.1"}, times=1)
     sandbox.clear_requests()
 
-    emails = provider.fetch_emails(ids)
+    emails = provider.fetch_emails(ids).emails
 
     assert [e.message_id for e in emails] == ids
     posts = [c for c in graph_calls(sandbox) if c["method"] == "POST"]
     assert len(posts) == 2  # the whole batch, then only the throttled part
+
+
+def test_a_passing_404_of_a_batch_part_is_not_a_deletion(sandbox: SandboxClient, provider: OutlookProvider) -> None:
+    ids = [deliver(sandbox, n) for n in range(3)]
+    sandbox.fault("graph", 404, route=f"messages/{ids[1]}", times=1)
+
+    fetched = provider.fetch_emails(ids)
+
+    assert [e.message_id for e in fetched.emails] == ids
+    assert (fetched.gone, fetched.failed) == (set(), {})
+
+
+def test_a_message_that_keeps_failing_is_its_own_failure_not_the_mailboxs(
+    sandbox: SandboxClient, provider: OutlookProvider
+) -> None:
+    ids = [deliver(sandbox, n) for n in range(3)]
+    sandbox.fault("graph", 500, route=f"messages/{ids[1]}", times=None)
+
+    fetched = provider.fetch_emails(ids)
+
+    assert [e.message_id for e in fetched.emails] == [ids[0], ids[2]]
+    assert list(fetched.failed) == [ids[1]] and fetched.gone == set()
 
 
 def test_account_address_reads_me(provider: OutlookProvider) -> None:

@@ -152,7 +152,8 @@ def test_malformed_start_history_id_is_a_400(sandbox: SandboxClient, token: str)
 
 def test_messages_get_in_every_format(sandbox: SandboxClient, token: str) -> None:
     raw = rich_message()
-    delivered = sandbox.deliver(ADDRESS, raw)
+    arrived = datetime(2026, 11, 3, 8, 31, 7, tzinfo=UTC)  # a minute after its Date header
+    delivered = sandbox.deliver(ADDRESS, raw, internal_date=arrived)
     messages = gmail(token).users().messages()
 
     full = messages.get(userId="me", id=delivered["id"], format="full").execute()
@@ -173,7 +174,7 @@ def test_messages_get_in_every_format(sandbox: SandboxClient, token: str) -> Non
     assert attachment["filename"] == "report.pdf" and "data" not in attachment["body"]
     assert full["historyId"] == delivered["historyId"]
     assert isinstance(full["internalDate"], str)
-    assert full["internalDate"] == str(int(datetime(2026, 11, 3, 8, 30, tzinfo=UTC).timestamp() * 1000))
+    assert full["internalDate"] == str(int(arrived.timestamp() * 1000))
     assert full["snippet"].startswith("Plain text: review by Friday.")
 
     assert "payload" not in raw_form
@@ -272,27 +273,41 @@ def test_a_batch_of_more_than_100_parts_is_refused(sandbox: SandboxClient, token
     assert caught.value.status_code == 400
 
 
-@pytest.mark.parametrize("access_token", [None, "ya29.not-a-token"])
-def test_a_missing_or_bad_token_gets_gmail_s_401(sandbox: SandboxClient, access_token: str | None) -> None:
+@pytest.mark.parametrize(
+    ("access_token", "reason", "message", "info_reason"),
+    [
+        (None, "required", "Login Required.", "CREDENTIALS_MISSING"),
+        ("ya29.not-a-token", "authError", "Invalid Credentials", "ACCESS_TOKEN_TYPE_UNSUPPORTED"),
+    ],
+)
+def test_a_missing_or_bad_token_gets_gmail_s_401(
+    sandbox: SandboxClient, access_token: str | None, reason: str, message: str, info_reason: str
+) -> None:
     with pytest.raises(HttpError) as caught:
         gmail(access_token).users().getProfile(userId="me").execute()
 
     assert caught.value.status_code == 401
-    assert json.loads(caught.value.content) == {
-        "error": {
-            "errors": [
-                {
-                    "domain": "global",
-                    "reason": "authError",
-                    "message": "Invalid Credentials",
-                    "locationType": "header",
-                    "location": "Authorization",
-                }
-            ],
-            "code": 401,
-            "message": "Invalid Credentials",
+    error = json.loads(caught.value.content)["error"]
+    assert error["code"] == 401 and error["status"] == "UNAUTHENTICATED"
+    assert error["message"].startswith("Request ")
+    assert error["errors"] == [
+        {
+            "message": message,
+            "domain": "global",
+            "reason": reason,
+            "location": "Authorization",
+            "locationType": "header",
         }
-    }
+    ]
+    assert error["details"] == [
+        {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": info_reason,
+            "domain": "googleapis.com",
+            "metadata": {"service": "gmail.googleapis.com", "method": "caribou.api.proto.MailboxService.GetProfile"},
+        }
+    ]
+    assert caught.value.error_details == error["details"]  # googleapiclient prefers details over errors
 
 
 def test_another_user_s_mailbox_is_refused(sandbox: SandboxClient, token: str) -> None:
