@@ -1,0 +1,571 @@
+"""A labelled mixed inbox for `benchmarks/tokens.py`: what a person's mail looks like, with its asks marked.
+
+Every sentence in `asks` was written by hand as an ask of the email it is in, and is an exact substring of
+that email's text. Everything else in an email asks nothing of the reader now: greetings, context, sign-offs
+and signatures, and quoted history (an old ask in a quote was read when that mail arrived). `secrets` are the
+strings that should never reach an LLM (one-time codes, passwords, card numbers, IBANs).
+
+The replies are built from hand-written parts in twelve languages (greeting, context, asks, sign-off,
+signature, quote header and quoted text), combined in every shape a client produces: a sign-off with or
+without contact lines, a "--" signature, a phone's "Sent from" line; a "wrote:" header with ">" quotes, an
+Outlook header block, an "Original Message" separator, or no quote. Some replies open a line with a sign-off
+word that carries the ask ("Thanks, and please …"), the shape that used to cut asks. The rest is written out
+one by one: the shapes seen cutting asks in real mail, HTML mail, newsletters, notifications, receipts and
+mail carrying secrets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LabelledEmail:
+    kind: str  # reply | shape | html | newsletter | notification | receipt | secret
+    language: str
+    sender: str
+    subject: str
+    text: str  # the plain-text body, or "" for HTML mail
+    html: str = ""  # the HTML body as delivered, for HTML mail
+    asks: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    bulk: bool = False  # newsletters, notifications, receipts: mail a bulk filter should skip
+
+
+@dataclass(frozen=True)
+class _Language:
+    hello: str
+    context: tuple[str, str]
+    asks: tuple[str, str, str]
+    mixed: str  # a sign-off word that opens an ask
+    signoffs: tuple[str, str]
+    name: str
+    title: str
+    wrote: str
+    outlook: str
+    quoted: str
+    mobile: str
+
+
+_LANGUAGES: dict[str, _Language] = {
+    "en": _Language(
+        "Hi John,",
+        ("I went through the draft you sent on Monday.", "The numbers for the third quarter look close to the plan."),
+        (
+            "Could you send me the final version by Friday?",
+            "Please book a meeting room for Tuesday afternoon.",
+            "Take a look at the attached budget and send me your comments by Thursday.",
+        ),
+        "Thanks, and please forward the signed copy to the auditors.",
+        ("Best regards,", "Thanks,"),
+        "Mary Smith",
+        "Head of Finance",
+        "On Mon, Nov 24, 2026 at 10:00 AM John Carter <john@example.com> wrote:",
+        "From: John Carter <john@example.com>\nSent: Monday, November 24, 2026 10:00 AM\nTo: Mary Smith\n"
+        "Subject: Budget",
+        "Here is the draft. Can you check the travel lines?",
+        "Sent from my iPhone",
+    ),
+    "de": _Language(
+        "Hallo Jan,",
+        ("Ich habe den Entwurf vom Montag durchgesehen.", "Die Zahlen für das dritte Quartal liegen nah am Plan."),
+        (
+            "Kannst du mir die endgültige Fassung bis Freitag schicken?",
+            "Bitte buche einen Besprechungsraum für Dienstagnachmittag.",
+            "Schau dir bitte das Budget im Anhang an und schick mir deine Anmerkungen bis Donnerstag.",
+        ),
+        "Danke, und bitte leite die unterschriebene Kopie an die Prüfer weiter.",
+        ("Viele Grüße", "Mit freundlichen Grüßen"),
+        "Klaus Meier",
+        "Leiter Finanzen",
+        "Am Mo., 24. Nov. 2026 um 10:00 Uhr schrieb Jan Becker <jan@example.de>:",
+        "Von: Jan Becker <jan@example.de>\nGesendet: Montag, 24. November 2026 10:00\nAn: Klaus Meier\nBetreff: Budget",
+        "Hier ist der Entwurf. Kannst du die Reisekosten prüfen?",
+        "Von meinem iPhone gesendet",
+    ),
+    "fr": _Language(
+        "Bonjour Paul,",
+        ("J'ai relu le projet envoyé lundi.", "Les chiffres du troisième trimestre sont proches du plan."),
+        (
+            "Pourriez-vous m'envoyer la version finale d'ici vendredi ?",
+            "Merci de réserver une salle de réunion pour mardi après-midi.",
+            "Veuillez relire le budget joint et m'envoyer vos remarques avant jeudi.",
+        ),
+        "Merci, et pouvez-vous transmettre la copie signée aux auditeurs ?",
+        ("Cordialement,", "Bien à vous,"),
+        "Marie Dupont",
+        "Directrice financière",
+        "Le lun. 24 nov. 2026 à 10:00, Paul Martin <paul@example.fr> a écrit :",
+        "De : Paul Martin <paul@example.fr>\nEnvoyé : lundi 24 novembre 2026 10:00\nÀ : Marie Dupont\nObjet : Budget",
+        "Voici le projet. Pouvez-vous vérifier les frais de déplacement ?",
+        "Envoyé de mon iPhone",
+    ),
+    "es": _Language(
+        "Hola Ana,",
+        ("He revisado el borrador que enviaste el lunes.", "Las cifras del tercer trimestre están cerca del plan."),
+        (
+            "¿Puedes enviarme la versión final antes del viernes?",
+            "Por favor, reserva una sala de reuniones para el martes por la tarde.",
+            "Revisa el presupuesto adjunto y envíame tus comentarios antes del jueves, por favor.",
+        ),
+        "Gracias, y por favor envía la copia firmada a los auditores.",
+        ("Un saludo,", "Atentamente,"),
+        "Luis García",
+        "Director financiero",
+        "El lun, 24 nov 2026 a las 10:00, Ana López <ana@example.es> escribió:",
+        "De: Ana López <ana@example.es>\nEnviado: lunes, 24 de noviembre de 2026 10:00\nPara: Luis García\n"
+        "Asunto: Presupuesto",
+        "Aquí está el borrador. ¿Puedes revisar los gastos de viaje?",
+        "Enviado desde mi iPhone",
+    ),
+    "it": _Language(
+        "Ciao Paolo,",
+        ("Ho letto la bozza che hai mandato lunedì.", "I numeri del terzo trimestre sono vicini al piano."),
+        (
+            "Puoi mandarmi la versione finale entro venerdì?",
+            "Per favore prenota una sala riunioni per martedì pomeriggio.",
+            "Dai un'occhiata al budget allegato e mandami i tuoi commenti entro giovedì, per favore.",
+        ),
+        "Grazie, e per favore inoltra la copia firmata ai revisori.",
+        ("Cordiali saluti", "Un saluto,"),
+        "Giulia Rossi",
+        "Responsabile amministrativa",
+        "Il giorno lun 24 nov 2026 alle ore 10:00 Paolo Bianchi <paolo@example.it> ha scritto:",
+        "Da: Paolo Bianchi <paolo@example.it>\nInviato: lunedì 24 novembre 2026 10:00\nA: Giulia Rossi\n"
+        "Oggetto: Budget",
+        "Ecco la bozza. Puoi controllare le spese di viaggio?",
+        "Inviato da iPhone",
+    ),
+    "pt": _Language(
+        "Olá Pedro,",
+        ("Revi o rascunho que enviaste na segunda-feira.", "Os números do terceiro trimestre estão perto do plano."),
+        (
+            "Podes enviar-me a versão final até sexta-feira?",
+            "Por favor, reserva uma sala de reuniões para terça à tarde.",
+            "Vê o orçamento em anexo e envia-me os teus comentários até quinta-feira, por favor.",
+        ),
+        "Obrigado, e por favor envia a cópia assinada aos auditores.",
+        ("Atenciosamente,", "Cumprimentos,"),
+        "João Silva",
+        "Diretor financeiro",
+        "Em seg., 24 de nov. de 2026 às 10:00, Pedro Costa <pedro@example.pt> escreveu:",
+        "De: Pedro Costa <pedro@example.pt>\nEnviado: segunda-feira, 24 de novembro de 2026 10:00\n"
+        "Para: João Silva\nAssunto: Orçamento",
+        "Segue o rascunho. Podes verificar as despesas de viagem?",
+        "Enviado do meu iPhone",
+    ),
+    "nl": _Language(
+        "Hoi Piet,",
+        (
+            "Ik heb het concept van maandag doorgenomen.",
+            "De cijfers voor het derde kwartaal liggen dicht bij het plan.",
+        ),
+        (
+            "Kun je mij de definitieve versie voor vrijdag sturen?",
+            "Wil je alsjeblieft een vergaderzaal reserveren voor dinsdagmiddag?",
+            "Bekijk het bijgevoegde budget en stuur mij je opmerkingen voor donderdag.",
+        ),
+        "Bedankt, en stuur de getekende kopie alsjeblieft door naar de accountants.",
+        ("Met vriendelijke groet,", "Groeten,"),
+        "Jan de Vries",
+        "Hoofd financiën",
+        "Op ma 24 nov 2026 om 10:00 schreef Piet Jansen <piet@example.nl>:",
+        "Van: Piet Jansen <piet@example.nl>\nVerzonden: maandag 24 november 2026 10:00\nAan: Jan de Vries\n"
+        "Onderwerp: Budget",
+        "Hier is het concept. Kun je de reiskosten controleren?",
+        "Verzonden vanaf mijn iPhone",
+    ),
+    "pl": _Language(
+        "Cześć Piotr,",
+        ("Przejrzałam szkic wysłany w poniedziałek.", "Liczby za trzeci kwartał są bliskie planu."),
+        (
+            "Czy możesz przesłać mi ostateczną wersję do piątku?",
+            "Proszę zarezerwować salę konferencyjną na wtorek po południu.",
+            "Przejrzyj załączony budżet i wyślij mi swoje uwagi do czwartku.",
+        ),
+        "Dziękuję, i proszę przekazać podpisaną kopię audytorom.",
+        ("Pozdrawiam,", "Z poważaniem,"),
+        "Anna Nowak",
+        "Dyrektor finansowa",
+        "pon., 24 lis 2026 o 10:00 Piotr Kowalski <piotr@example.pl> napisał(a):",
+        "Od: Piotr Kowalski <piotr@example.pl>\nWysłano: poniedziałek, 24 listopada 2026 10:00\nDo: Anna Nowak\n"
+        "Temat: Budżet",
+        "Oto szkic. Czy możesz sprawdzić koszty podróży?",
+        "Wysłano z iPhone'a",
+    ),
+    "sv": _Language(
+        "Hej Per,",
+        ("Jag har gått igenom utkastet från i måndags.", "Siffrorna för tredje kvartalet ligger nära planen."),
+        (
+            "Kan du skicka den slutliga versionen till mig före fredag?",
+            "Boka gärna ett mötesrum till tisdag eftermiddag.",
+            "Titta på den bifogade budgeten och skicka dina kommentarer före torsdag.",
+        ),
+        "Tack, och skicka gärna den signerade kopian till revisorerna.",
+        ("Med vänliga hälsningar", "Hälsningar"),
+        "Anna Svensson",
+        "Ekonomichef",
+        "Den mån 24 nov. 2026 kl 10:00 skrev Per Lind <per@example.se>:",
+        "Från: Per Lind <per@example.se>\nSkickat: den 24 november 2026 10:00\nTill: Anna Svensson\nÄmne: Budget",
+        "Här är utkastet. Kan du kontrollera resekostnaderna?",
+        "Skickat från min iPhone",
+    ),
+    "fi": _Language(
+        "Hei Pekka,",
+        ("Kävin läpi maanantaina lähettämäsi luonnoksen.", "Kolmannen neljänneksen luvut ovat lähellä suunnitelmaa."),
+        (
+            "Voitko lähettää minulle lopullisen version perjantaihin mennessä?",
+            "Varaa ole hyvä neuvotteluhuone tiistai-iltapäiväksi.",
+            "Katso liitteenä oleva budjetti ja lähetä kommenttisi torstaihin mennessä.",
+        ),
+        "Kiitos, ja lähetä allekirjoitettu kopio tilintarkastajille.",
+        ("Ystävällisin terveisin", "Terveisin"),
+        "Matti Virtanen",
+        "Talousjohtaja",
+        "ma 24.11.2026 klo 10.00 Pekka Korhonen <pekka@example.fi> kirjoitti:",
+        "Lähettäjä: Pekka Korhonen <pekka@example.fi>\nLähetetty: maanantai 24. marraskuuta 2026 10.00\n"
+        "Vastaanottaja: Matti Virtanen\nAihe: Budjetti",
+        "Tässä luonnos. Voitko tarkistaa matkakulut?",
+        "Lähetetty iPhonesta",
+    ),
+    "hu": _Language(
+        "Szia Péter,",
+        ("Átnéztem a hétfőn küldött tervezetet.", "A harmadik negyedév számai közel vannak a tervhez."),
+        (
+            "Elküldenéd a végleges változatot péntekig?",
+            "Kérlek, foglalj egy tárgyalót kedd délutánra.",
+            "Nézd át a csatolt költségvetést, és küldd el a megjegyzéseidet csütörtökig.",
+        ),
+        "Köszönöm, és kérlek, küldd el az aláírt példányt a könyvvizsgálóknak.",
+        ("Üdvözlettel:", "Köszönettel:"),
+        "Kiss Anna",
+        "Pénzügyi vezető",
+        "Nagy Péter <peter@example.hu> ezt írta (időpont: 2026. nov. 24., H, 10:00):",
+        "Feladó: Nagy Péter <peter@example.hu>\nKüldve: 2026. november 24., hétfő 10:00\nCímzett: Kiss Anna\n"
+        "Tárgy: Költségvetés",
+        "Itt a tervezet. Át tudnád nézni az utazási költségeket?",
+        "iPhone-ról küldve",
+    ),
+    "ja": _Language(
+        "山田様",
+        ("月曜日にいただいた草案を拝見しました。", "第3四半期の数字は計画に近いです。"),
+        (
+            "最終版を金曜日までに送っていただけますか？",  # noqa: RUF001
+            "火曜日の午後に会議室を予約してください。",
+            "添付の予算をご確認のうえ、木曜日までにコメントをお送りください。",
+        ),
+        "ありがとうございます、署名済みの写しを監査人に転送してください。",
+        ("よろしくお願いいたします。", "以上、よろしくお願いいたします。"),
+        "佐藤花子",
+        "経理部長",
+        "2026年11月24日(月) 10:00 山田太郎 <taro@example.jp>:",
+        "差出人: 山田太郎 <taro@example.jp>\n送信日時: 2026年11月24日 10:00\n宛先: 佐藤花子\n件名: 予算",
+        "草案です。出張費をご確認いただけますか？",  # noqa: RUF001
+        "iPhoneから送信",
+    ),
+}
+
+_CONTACT = "+44 20 7946 0958 | www.example.com"
+
+
+def _reply(code: str, variant: int) -> LabelledEmail:
+    """One reply in language `code`; `variant` (0-15) picks the asks, the signature and the quote."""
+    language = _LANGUAGES[code]
+    asks = [language.asks[variant % 3]] + ([language.asks[(variant + 1) % 3]] if variant % 2 else [])
+    if variant % 4 == 0:
+        asks.insert(0, language.mixed)
+    lines = [language.hello, "", language.context[variant % 2], *asks, ""]
+    signoff = language.signoffs[variant % 2]
+    signature = variant % 4
+    if signature == 0:
+        lines += [signoff, language.name]
+    elif signature == 1:
+        lines += [signoff, language.name, language.title, _CONTACT]
+    elif signature == 2:
+        lines += [signoff, "--", language.name, language.title]
+    else:
+        lines += [signoff, language.name, "", language.mobile]
+    quote = (variant // 4) % 4
+    if quote == 0:
+        lines += ["", language.wrote, f"> {language.quoted}"]
+    elif quote == 1:
+        lines += ["", "________________________________", language.outlook, "", language.quoted]
+    elif quote == 2 and code == "en":
+        lines += ["", "-----Original Message-----", language.outlook, "", language.quoted]
+    elif quote == 2:
+        lines += ["", language.outlook, "", language.quoted]
+    return LabelledEmail(
+        kind="reply",
+        language=code,
+        sender=f"{language.name} <{language.name.split()[0].lower()}@example.com>",
+        subject=f"Re: {language.outlook.splitlines()[-1].split(':', 1)[1].strip()}",
+        text="\n".join(lines) + "\n",
+        asks=tuple(asks),
+    )
+
+
+# The shapes seen cutting asks in real mail (tests/integrations/test_clean_asks.py has each as a fixture).
+_SHAPES: list[tuple[str, str, tuple[str, ...]]] = [
+    (
+        "Contract",
+        "Hi Bob,\nThe contract is attached.\nTake a look and send me your comments by Friday\n"
+        "Thanks,\nAlice Moore\nHead of Legal",
+        ("Take a look and send me your comments by Friday",),
+    ),
+    (
+        "Q3 close",
+        "Hi team,\nQuick update on the Q3 close.\nKhan wants the numbers today\nCan you send yours by 3pm?\n\n"
+        "Kind regards,\nMaria Lopez\nFinance | +44 20 7946 0958",
+        ("Can you send yours by 3pm?",),
+    ),
+    (
+        "Survey files",
+        "Hi,\nThe survey files are on the share:\n/West Delta/Louisiana, Timbalier Bay/2001/seismic\n"
+        "/West Delta/Louisiana, Grand Isle/2003/wells\nCould you check whether the Timbalier Bay block is "
+        "complete and tell me what is missing?\nThe Grand Isle set went to the partners last week and they "
+        "have not complained so far, so I assume it is fine.\n\nOn Mon, Nov 24, 2026 at 10:00 AM Carol Diaz "
+        "<carol@example.com> wrote:\n> The files are uploaded.",
+        ("Could you check whether the Timbalier Bay block is complete and tell me what is missing?",),
+    ),
+    (
+        "Lease",
+        "Hi Carol,\nI reviewed the lease.\nThanks, and please send the signed copy by Monday.\n\nBest,\nDan Okafor",
+        ("Thanks, and please send the signed copy by Monday.",),
+    ),
+    (
+        "Budget meeting",
+        "Hello,\nBest, I think we should meet Tuesday to go over the budget.\nCan you book a room?\n\nCheers,\nEve Ng",
+        ("Best, I think we should meet Tuesday to go over the budget.", "Can you book a room?"),
+    ),
+    (
+        "Spotkanie zarządu",
+        "Cześć,\nSpotkanie zarządu:\nData: 1 grudnia, godz. 10:00\nProszę przygotować prezentację na spotkanie.\n"
+        "\nPozdrawiam,\nAnna Nowak",
+        ("Proszę przygotować prezentację na spotkanie.",),
+    ),
+    (
+        "Client visit",
+        "Hi Kim,\nFor tomorrow's visit:\nDo: send the slides to the client before noon.\nDon't: share the price list.\n"
+        "\nThanks\nLee Park",
+        ("Do: send the slides to the client before noon.", "Don't: share the price list."),
+    ),
+    (
+        "Riunione di progetto",
+        "Ciao a tutti,\nRiunione di progetto\nData: 1 dicembre, ore 10\nA: tutto il team\n"
+        "Per favore confermate la presenza entro giovedì.\n\nCordiali saluti\nGiulia Rossi",
+        ("Per favore confermate la presenza entro giovedì.",),
+    ),
+    (
+        "Offsite",
+        "Hi Sam,\nThe offsite is confirmed.\n\nThanks,\nAlice Moore\n\nP.S. Can you bring the projector?",
+        ("P.S. Can you bring the projector?",),
+    ),
+    (
+        "Invoice",
+        "Hi,\nThanks!\nAlso, could you send the invoice for October?\n\nBest regards,\nAlice Moore\nalice@example.com",
+        ("Also, could you send the invoice for October?",),
+    ),
+    ("Faktura", "Hej,\nKan du skicka fakturan för oktober?\n/Anna", ("Kan du skicka fakturan för oktober?",)),
+    (
+        "Agenda",
+        "Agenda for Monday\n--\nPlease review the attached contract and sign it by Friday.\n"
+        "Also book the meeting room for the signing, and tell Legal which day suits us.",
+        ("Please review the attached contract and sign it by Friday.", "Also book the meeting room for the signing"),
+    ),
+]
+
+
+def _shapes() -> list[LabelledEmail]:
+    emails = []
+    for subject, text, asks in _SHAPES:
+        for quoted in (False, True):
+            body = text
+            if quoted:
+                body += "\n\n-----Original Message-----\nFrom: Chris\nSent: Monday\nTo: you\nSubject: x\n\nSee below."
+            emails.append(LabelledEmail("shape", "en", "Chris Young <chris@example.com>", subject, body, asks=asks))
+    return emails
+
+
+_HTML_COLLEAGUES = [
+    (
+        "Purchase order",
+        "Could you approve the purchase order for the new laptops?",
+        "We need them before the new hires start on the 1st.",
+    ),
+    (
+        "Slides",
+        "Please send me the slides for Thursday's board meeting by tomorrow noon.",
+        "The board pack goes out on Wednesday evening.",
+    ),
+    (
+        "Offsite venue",
+        "Can you confirm the venue for the offsite by Friday?",
+        "The hotel holds the rooms until then.",
+    ),
+    (
+        "Vertrag",
+        "Kannst du den Vertrag bis Mittwoch gegenzeichnen?",
+        "Die Rechtsabteilung hat keine Einwände mehr.",
+    ),
+    (
+        "Facture",
+        "Pouvez-vous valider la facture du fournisseur avant la fin du mois ?",
+        "Le montant correspond au devis.",
+    ),
+]
+
+
+def _html_colleagues() -> list[LabelledEmail]:
+    emails = []
+    for n in range(30):
+        subject, ask, context = _HTML_COLLEAGUES[n % len(_HTML_COLLEAGUES)]
+        quote = (
+            '<div style="border-top:1px solid #e1e1e1"><p><b>From:</b> Tom Reed &lt;tom@example.com&gt;<br>'
+            "<b>Sent:</b> Monday, November 24, 2026 10:00 AM<br><b>To:</b> Anna Lee<br>"
+            f"<b>Subject:</b> {subject}</p></div><p>Old thread text. Could you also check the old figures?</p>"
+            if n % 2
+            else ""
+        )
+        html = (
+            '<html><body><div style="font-family:Calibri"><p>Hi Tom,</p>'
+            f"<p>{context}</p><p>{ask}</p><p>Best regards,<br>Anna Lee<br>Procurement<br>"
+            f'<a href="https://example.com">example.com</a> | +1 555 0100 200</p>{quote}</div></body></html>'
+        )
+        emails.append(LabelledEmail("html", "en", "Anna Lee <anna@example.com>", f"{subject} #{n}", "", html, (ask,)))
+    return emails
+
+
+def _newsletters() -> list[LabelledEmail]:
+    emails = []
+    for n in range(30):
+        html = (
+            '<html><body><table width="600"><tr><td><a href="https://shop.example.com/?utm=nl">'
+            '<img src="https://cdn.example.com/logo.png" alt="Shop"></a></td></tr>'
+            f"<tr><td><h1>Winter sale, week {n}: up to 40% off</h1>"
+            "<p>Our best sellers are back in stock, with free delivery on orders over 50 EUR.</p>"
+            '<p><a href="https://shop.example.com/sale?utm=nl">Shop now</a></p>'
+            "<p>New this week: merino jumpers, down jackets, waterproof boots and a range of gloves for "
+            "every budget. Members get early access to the spring collection.</p>"
+            "<p>You receive this email because you subscribed at shop.example.com. "
+            '<a href="https://shop.example.com/unsubscribe">Unsubscribe</a> | '
+            '<a href="https://shop.example.com/privacy">Privacy</a></p>'
+            "<p>Shop Example GmbH, Hauptstraße 1, 10115 Berlin</p></td></tr></table></body></html>"
+        )
+        emails.append(
+            LabelledEmail("newsletter", "en", "Shop <news@shop.example.com>", f"Winter sale {n}", "", html, bulk=True)
+        )
+    return emails
+
+
+def _notifications() -> list[LabelledEmail]:
+    texts = [
+        (
+            "GitHub <notifications@github.example>",
+            "[acme/app] New comment on pull request #{n}",
+            "@mary commented on this pull request.\n\nLooks good to me, merging after CI.\n\n—\nReply to this email "
+            "directly, view it on GitHub: https://github.example/acme/app/pull/{n}\nYou are receiving this because "
+            "you were mentioned.",
+        ),
+        (
+            "Jira <jira@acme.example>",
+            "[JIRA] (OPS-{n}) Disk usage above 80% on db-2",
+            "Mary Smith changed the status to In Progress.\n\nOPS-{n}: Disk usage above 80% on db-2\n"
+            "Priority: Medium\n\nView the issue: https://acme.example/browse/OPS-{n}\n"
+            "This message was sent by Atlassian Jira.",
+        ),
+        (
+            "Calendar <calendar@example.com>",
+            "Updated invitation: Weekly sync {n}",
+            "This event has been changed.\nWeekly sync\nWhen: Tuesday 10:00 - 10:30 (CET)\n"
+            "Joining: https://meet.example.com/abc-{n}\nGuests: mary@example.com, john@example.com\n"
+            "Invitation from Google Calendar. You are receiving this email because you are an attendee.",
+        ),
+    ]
+    emails = []
+    for n in range(30):
+        sender, subject, text = texts[n % len(texts)]
+        emails.append(LabelledEmail("notification", "en", sender, subject.format(n=n), text.format(n=n), bulk=True))
+    return emails
+
+
+def _receipts() -> list[LabelledEmail]:
+    emails = []
+    for n in range(20):
+        text = (
+            f"Thank you for your order!\n\nOrder #{100_200 + n}\nPlaced on November {1 + n % 28}, 2026\n\n"
+            f"1 x USB-C charger ........ 29.00 EUR\n1 x Laptop sleeve ........ {19 + n}.00 EUR\n"
+            f"Total: {48 + n}.00 EUR\nPaid with Visa ending in 4242\n\n"
+            "Track your parcel: https://shop.example.com/track\nQuestions? Visit our help centre.\n"
+            "Shop Example GmbH, Hauptstraße 1, 10115 Berlin"
+        )
+        emails.append(LabelledEmail("receipt", "en", "Shop <orders@shop.example.com>", f"Order {n}", text, bulk=True))
+    return emails
+
+
+def _secrets() -> list[LabelledEmail]:
+    emails = []
+    for n in range(10):
+        code = f"{482_913 + n * 7_717:06d}"
+        emails.append(
+            LabelledEmail(
+                "secret",
+                "en",
+                "Bank <no-reply@bank.example>",
+                "Your verification code",
+                f"Your verification code is {code}.\nIt expires in 10 minutes. Never share it with anyone.\n"
+                "If you did not ask for it, ignore this email.",
+                secrets=(code,),
+                bulk=True,
+            )
+        )
+    for n in range(8):
+        password = f"Xk9#mP{n}!qL"
+        ask = "Please sign in and change it before Monday."
+        emails.append(
+            LabelledEmail(
+                "secret",
+                "en",
+                "IT Desk <it@acme.example>",
+                "Your new account",
+                f"Hi,\n\nYour account for the expense tool is ready.\nUser name: new.hire{n}\n"
+                f"Temporary password: {password}\n{ask}\n\nThanks,\nIT Desk",
+                asks=(ask,),
+                secrets=(password,),
+            )
+        )
+    for n in range(6):
+        card = f"4111 1111 1111 {1111 + n:04d}"
+        ask = "Could you book the Berlin flights for the team with the company card?"
+        emails.append(
+            LabelledEmail(
+                "secret",
+                "en",
+                "Mary Smith <mary@example.com>",
+                "Flights",
+                f"Hi John,\n\n{ask}\nCard: {card}, expiry 08/28, CVC 7{n}3\n\nThanks,\nMary Smith",
+                asks=(ask,),
+                secrets=(card, f"CVC 7{n}3"),
+            )
+        )
+    for n in range(6):
+        iban = f"DE89 3704 0044 0532 0130 {n:02d}"
+        ask = "Bitte überweisen Sie den Betrag bis zum 15. Dezember."
+        emails.append(
+            LabelledEmail(
+                "secret",
+                "de",
+                "Buchhaltung <rechnung@lieferant.example>",
+                f"Rechnung 2026-{n}",
+                f"Sehr geehrte Damen und Herren,\n\nanbei unsere Rechnung 2026-{n} über 1.200,00 EUR.\n{ask}\n"
+                f"IBAN: {iban}\nBIC: COBADEFFXXX\n\nMit freundlichen Grüßen\nLieferant GmbH",
+                asks=(ask,),
+                secrets=(iban,),
+            )
+        )
+    return emails
+
+
+def labelled_inbox() -> list[LabelledEmail]:
+    """The whole inbox, the same on every call."""
+    replies = [_reply(code, variant) for code in _LANGUAGES for variant in range(16)]
+    return [*replies, *_shapes(), *_html_colleagues(), *_newsletters(), *_notifications(), *_receipts(), *_secrets()]

@@ -1,0 +1,145 @@
+"""What the prompts cost, and what cleaning keeps, over a labelled mixed inbox.
+
+    uv run python benchmarks/tokens.py
+
+The inbox is `benchmarks/data/inbox.py`: replies in twelve languages with quotes and signatures, the shapes
+that used to cut asks, HTML mail, newsletters, notifications, receipts and mail carrying secrets, each with
+its asks and secrets marked by hand. The prompts are built as the app builds them: HTML mail turned into text
+by `integrations.mail.mime.html_to_text`, then `extraction.prompt.build_prompt` (which cleans each body) in
+batches of `MAX_EMAILS_PER_PROMPT`, with `settings.EXTRACTION_MAX_BODY_CHARS`. Nothing is sent anywhere.
+
+Tokens are estimated as characters / 4 (as the sandbox counts them), system instruction included in every
+call. The naive prompt sends one email per call: its headers (From, To, Subject, Date, Message-ID) and its
+whole body as delivered (the HTML source for HTML mail), after the same system instruction.
+
+Human-readable figures first; the last line printed is one JSON object with every figure. The exit status is
+1 when an ask is lost by cleaning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project is one level up
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+import django
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+
+from benchmarks.data.inbox import LabelledEmail, labelled_inbox  # noqa: E402
+from extraction.prompt import MAX_EMAILS_PER_PROMPT, SYSTEM_INSTRUCTION, build_prompt  # noqa: E402
+from integrations.mail.mime import html_to_text  # noqa: E402
+from integrations.providers.base import Email  # noqa: E402
+
+CHARS_PER_TOKEN = 4
+FIRST_DATE = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+
+
+def tokens(text: str) -> float:
+    return len(text) / CHARS_PER_TOKEN
+
+
+def as_app_email(index: int, labelled: LabelledEmail) -> Email:
+    return Email(
+        provider="gmail",
+        message_id=f"m{index}",
+        thread_id=f"t{index}",
+        sender=labelled.sender,
+        subject=labelled.subject,
+        received_at=FIRST_DATE + timedelta(minutes=index),
+        body_text=html_to_text(labelled.html) if labelled.html else labelled.text,
+        web_link="",
+    )
+
+
+def naive_prompt(index: int, labelled: LabelledEmail) -> str:
+    headers = (
+        f"From: {labelled.sender}\nTo: reader@example.com\nSubject: {labelled.subject}\n"
+        f"Date: {(FIRST_DATE + timedelta(minutes=index)).isoformat()}\nMessage-ID: <m{index}@example.com>\n\n"
+    )
+    return SYSTEM_INSTRUCTION + headers + (labelled.html or labelled.text)
+
+
+def blocks_of(content: str) -> dict[str, str]:
+    """Each email's block in a prompt, by temporary id."""
+    blocks = {}
+    for part in content.split('<email id="')[1:]:
+        email_id, _, rest = part.partition('">')
+        blocks[email_id] = rest.split("</email>")[0]
+    return blocks
+
+
+def squeeze(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run() -> dict[str, object]:
+    inbox = labelled_inbox()
+    sent = list(enumerate(inbox))  # bulk skipping is not built yet: every email goes to the LLM
+    prompt_chars = 0
+    lost_by_cleaning: list[tuple[int, str]] = []
+    secrets_sent = 0
+    for start in range(0, len(sent), MAX_EMAILS_PER_PROMPT):
+        batch = sent[start : start + MAX_EMAILS_PER_PROMPT]
+        content, mapping = build_prompt(
+            [as_app_email(index, labelled) for index, labelled in batch],
+            max_body_chars=settings.EXTRACTION_MAX_BODY_CHARS,
+        )
+        prompt_chars += len(SYSTEM_INSTRUCTION) + len(content)
+        blocks = blocks_of(content)
+        for email_id, (index, labelled) in zip(mapping, batch, strict=True):
+            block = squeeze(blocks[email_id])
+            lost_by_cleaning += [(index, ask) for ask in labelled.asks if squeeze(ask) not in block]
+            secrets_sent += sum(squeeze(secret) in block for secret in labelled.secrets)
+    naive_tokens = sum(tokens(naive_prompt(index, labelled)) for index, labelled in enumerate(inbox))
+    prompt_tokens = prompt_chars / CHARS_PER_TOKEN
+    kinds: dict[str, int] = {}
+    for labelled in inbox:
+        kinds[labelled.kind] = kinds.get(labelled.kind, 0) + 1
+    return {
+        "emails": len(inbox),
+        "kinds": kinds,
+        "languages": sorted({labelled.language for labelled in inbox}),
+        "sent_to_llm": len(sent),
+        "skipped_bulk": 0,
+        "llm_calls": -(-len(sent) // MAX_EMAILS_PER_PROMPT),
+        "token_estimate": f"characters / {CHARS_PER_TOKEN}, system instruction included in every call",
+        "prompt_tokens": round(prompt_tokens),
+        "prompt_tokens_per_email": round(prompt_tokens / len(inbox), 1),
+        "naive_tokens": round(naive_tokens),
+        "naive_tokens_per_email": round(naive_tokens / len(inbox), 1),
+        "ratio": round(prompt_tokens / naive_tokens, 3),
+        "asks_labelled": sum(len(labelled.asks) for labelled in inbox),
+        "asks_lost_by_cleaning": len(lost_by_cleaning),
+        "asks_lost_by_skip": 0,
+        "secrets_labelled": sum(len(labelled.secrets) for labelled in inbox),
+        "secrets_sent": secrets_sent,
+        "lost_asks": [f"email {index}: {ask}" for index, ask in lost_by_cleaning],
+    }
+
+
+def main() -> int:
+    figures = run()
+    print(f"Labelled inbox: {figures['emails']} emails {figures['kinds']}, languages {figures['languages']}")
+    print(f"Sent to the LLM: {figures['sent_to_llm']} in {figures['llm_calls']} calls; skipped as bulk: 0")
+    print(f"Tokens ({figures['token_estimate']}):")
+    print(f"  the app's prompts: {figures['prompt_tokens_per_email']} per email ({figures['prompt_tokens']} in all)")
+    print(f"  naive, whole email one per call: {figures['naive_tokens_per_email']} per email")
+    print(f"  ratio: {figures['ratio']}")
+    print(f"Asks: {figures['asks_labelled']} labelled, {figures['asks_lost_by_cleaning']} lost by cleaning, 0 by skip")
+    for lost in figures["lost_asks"]:  # type: ignore[attr-defined]
+        print(f"  lost: {lost}")
+    print(f"Secrets: {figures['secrets_labelled']} labelled, {figures['secrets_sent']} sent to the LLM")
+    print(json.dumps(figures, ensure_ascii=False))
+    return 1 if figures["asks_lost_by_cleaning"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
