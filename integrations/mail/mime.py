@@ -125,19 +125,40 @@ def _payload_leaf_text(part: dict[str, Any]) -> str:
     return _decode(data, content_type.get_content_charset())
 
 
-def parse_gmail_payload(payload: dict[str, Any]) -> MailText:
-    """Read a Gmail `Message.payload` of format=full (body parts carry base64url `data`)."""
-    headers = _payload_headers(payload)
-    candidates = [
+def _body_leaves(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The text parts that may be the body, best first: not declared an attachment (a `filename` alone,
+    such as a Content-Type `name`, does not make a text part an attachment); those without a file name
+    first, plain before HTML."""
+    texts = [
         leaf
         for leaf in _leaves(payload)
-        if not leaf.get("filename")
+        if leaf.get("mimeType") in ("text/plain", "text/html")
         and "attachment" not in _payload_headers(leaf).get("content-disposition", "").lower()
-        and (leaf.get("body") or {}).get("data")
     ]
-    plain = next((p for p in candidates if p.get("mimeType") == "text/plain"), None)
-    html = next((p for p in candidates if p.get("mimeType") == "text/html"), None)
-    body = _payload_leaf_text(plain) if plain else html_to_text(_payload_leaf_text(html)) if html else ""
+    return sorted(texts, key=lambda leaf: (bool(leaf.get("filename")), leaf.get("mimeType") != "text/plain"))
+
+
+def gmail_body_attachment_id(payload: dict[str, Any]) -> str | None:
+    """The attachmentId of the body, when Gmail sent it apart (a text part with a file name) and no part
+    carries the body inline: the caller fetches it with messages.attachments.get."""
+    leaves = _body_leaves(payload)
+    if not leaves or (leaves[0].get("body") or {}).get("data"):
+        return None
+    return (leaves[0].get("body") or {}).get("attachmentId") or None
+
+
+def parse_gmail_payload(payload: dict[str, Any], *, body_data: str | None = None) -> MailText:
+    """Read a Gmail `Message.payload` of format=full (body parts carry base64url `data`). `body_data` is
+    the body's data when Gmail sent it apart (see gmail_body_attachment_id)."""
+    headers = _payload_headers(payload)
+    leaves = _body_leaves(payload)
+    body = ""
+    if leaves:
+        best = leaves[0]
+        if body_data is not None and not (best.get("body") or {}).get("data"):
+            best = {**best, "body": {"data": body_data}}
+        text = _payload_leaf_text(best)
+        body = text if best.get("mimeType") == "text/plain" else html_to_text(text)
     return MailText(
         sender=_decode_header(headers.get("from", "")),
         subject=_decode_header(headers.get("subject", "")),

@@ -22,7 +22,7 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 from googleapiclient.http import BatchHttpRequest
 
-from integrations.mail.mime import parse_gmail_payload
+from integrations.mail.mime import gmail_body_attachment_id, parse_gmail_payload
 from integrations.providers.base import (
     CursorExpired,
     Delta,
@@ -271,13 +271,16 @@ class GmailProvider:
         mailbox's sign-in or throttled concerns the whole mailbox and raises."""
         found: dict[str, Email] = {}
         failed: dict[str, HttpError] = {}
+        apart: dict[str, dict[str, Any]] = {}  # messages whose body Gmail sent as an attachment
 
         def collect(message_id: str) -> Callable[[str, Any, HttpError | None], None]:
             def callback(_request_id: str, response: Any, error: HttpError | None) -> None:
-                if error is None:
-                    found[message_id] = self._email(response)
-                else:
+                if error is not None:
                     failed[message_id] = error
+                elif gmail_body_attachment_id(response.get("payload") or {}):
+                    apart[message_id] = response
+                else:
+                    found[message_id] = self._email(response)
 
             return callback
 
@@ -289,6 +292,11 @@ class GmailProvider:
             batch.execute()
         except (HttpError, RefreshError, *_TRANSPORT_ERRORS) as error:
             raise _translate(error) from error
+        for message_id, message in apart.items():
+            try:
+                found[message_id] = self._email(message, body_data=self._body_apart(message))
+            except HttpError as error:
+                failed[message_id] = error
         mailbox_wide = [
             e for e in failed.values() if isinstance(_translate(e), ProviderAuthError | ProviderRateLimited)
         ]
@@ -310,8 +318,15 @@ class GmailProvider:
                 raise chosen[0]
         raise errors[0]
 
-    def _email(self, message: dict[str, Any]) -> Email:
-        text = parse_gmail_payload(message.get("payload") or {})
+    def _body_apart(self, message: dict[str, Any]) -> str:
+        """The body's data that Gmail sent as an attachment (a text part with a file name but no
+        attachment disposition: still the text the person was sent)."""
+        attachment_id = gmail_body_attachment_id(message.get("payload") or {})
+        request = self._users().messages().attachments().get(userId="me", messageId=message["id"], id=attachment_id)
+        return str(self._execute(request, reraise_http=True).get("data", ""))
+
+    def _email(self, message: dict[str, Any], *, body_data: str | None = None) -> Email:
+        text = parse_gmail_payload(message.get("payload") or {}, body_data=body_data)
         internal_ms = message.get("internalDate")
         received_at = (
             datetime.fromtimestamp(int(internal_ms) / 1000, UTC) if internal_ms else text.date or datetime.now(UTC)

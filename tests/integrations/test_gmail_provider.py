@@ -338,3 +338,28 @@ def test_every_demo_email_is_read_with_a_body(sandbox: SandboxClient, sandbox_se
 
     assert len(emails) == len(delta.message_ids) >= 10
     assert all(e.body_text and e.sender and e.received_at.tzinfo for e in emails)
+
+
+def test_a_text_part_with_a_file_name_but_no_attachment_disposition_is_the_body(sandbox: SandboxClient) -> None:
+    provider, _ = connect(sandbox)
+    raw = (
+        f"From: Sender <sender@example.org>\r\nTo: {ADDRESS}\r\nSubject: Notes\r\n"
+        "MIME-Version: 1.0\r\n"
+        'Content-Type: multipart/mixed; boundary="b1"\r\n\r\n'
+        "--b1\r\n"
+        'Content-Type: text/plain; charset=utf-8; name="message.txt"\r\n\r\n'
+        "Please sign the lease by Friday.\r\n"
+        "--b1\r\n"
+        'Content-Type: application/pdf; name="lease.pdf"\r\n'
+        'Content-Disposition: attachment; filename="lease.pdf"\r\n'
+        "Content-Transfer-Encoding: base64\r\n\r\n"
+        "JVBERi0xLjQK\r\n"
+        "--b1--\r\n"
+    )
+    message_id = sandbox.deliver(ADDRESS, raw)["id"]
+    sandbox.clear_requests()
+
+    [email] = provider.fetch_emails([message_id]).emails
+
+    assert email.body_text == "Please sign the lease by Friday."
+    assert len(calls(sandbox, "gmail", "GET", f"/gmail/v1/users/me/messages/{message_id}/attachments/")) == 1

@@ -7,7 +7,13 @@ from datetime import UTC, datetime, timedelta, timezone
 from email.message import EmailMessage
 from typing import Any
 
-from integrations.mail.mime import decode_base64url, html_to_text, parse_gmail_payload, parse_rfc822
+from integrations.mail.mime import (
+    decode_base64url,
+    gmail_body_attachment_id,
+    html_to_text,
+    parse_gmail_payload,
+    parse_rfc822,
+)
 
 
 def b64url(data: bytes) -> str:
@@ -167,3 +173,20 @@ def test_base64url_is_decoded_with_or_without_padding() -> None:
 
 def test_html_to_text_drops_scripts() -> None:
     assert html_to_text("<script>alert(1)</script><p>Hello</p>") == "Hello"
+
+
+def test_a_named_text_part_is_the_body_only_when_no_unnamed_text_part_is() -> None:
+    named = leaf("text/plain", b"", filename="message.txt")  # Gmail sends its data apart
+    assert gmail_body_attachment_id(named) == "ANGjdJ-x"
+    body = parse_gmail_payload(named, body_data=b64url(b"Please sign the lease.")).body_text
+    assert body == "Please sign the lease."
+
+    payload = {
+        "partId": "",
+        "mimeType": "multipart/mixed",
+        "filename": "",
+        "headers": [],
+        "body": {"size": 0},
+        "parts": [leaf("text/html", b"<p>See the notes.</p>"), leaf("text/plain", b"attached notes", filename="n.txt")],
+    }
+    assert parse_gmail_payload(payload).body_text == "See the notes."
