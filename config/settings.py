@@ -270,6 +270,8 @@ EXTRACTION_CRASH_POINT = env_str("EXTRACTION_CRASH_POINT")
 if PRODUCTION and EXTRACTION_CRASH_POINT:
     raise ImproperlyConfigured("EXTRACTION_CRASH_POINT is for tests; it must not be set in production.")
 MAIL_BACKFILL_DAYS = env_int("MAIL_BACKFILL_DAYS", 7, minimum=0)
+EXTRACTION_RESYNC_MARGIN_MINUTES = env_int("EXTRACTION_RESYNC_MARGIN_MINUTES", 60, minimum=0)
+EXTRACTION_RESYNC_MAX_MESSAGES = env_int("EXTRACTION_RESYNC_MAX_MESSAGES", 5000, minimum=1)
 MAIL_BACKFILL_MAX_MESSAGES = env_int("MAIL_BACKFILL_MAX_MESSAGES", 100, minimum=0)
 CELERY_BEAT_SCHEDULE["extraction-schedule"] = {
     "task": "extraction.jobs.extraction_schedule_job",

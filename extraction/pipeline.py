@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -44,7 +44,9 @@ from integrations.providers.base import (
     ProviderRateLimited,
 )
 from integrations.services import (
+    CURSOR_FILTERS,
     cursor_fits,
+    filter_hash,
     integration_mark_failed,
     integration_provider,
     integration_save_refreshed_credentials,
@@ -80,8 +82,12 @@ class Mailbox:
     new_cursor: str = ""
     pending_ids: list[str] = field(default_factory=list)
     backfill_ids: list[str] = field(default_factory=list)  # ids queued on the mailbox that this run reads
-    prefetched: dict[str, Email] = field(default_factory=dict)  # bodies that came with the delta
     failed: ProviderError | None = None
+    # A resync (DESIGN §6): why ("expired", "query_changed"), from when mail is read again, how much of
+    # that window was over the bound and not read.
+    resync: str = ""
+    resync_since: datetime | None = None
+    not_read: int = 0
     unread: dict[str, ProviderError] = field(default_factory=dict)  # messages that failed to read this run
 
     @property
@@ -109,7 +115,27 @@ class Mailbox:
             "error_code": error_code,
             "error": error,
             "unread": len(self.unread),
+            "resync": self.resync,
+            "not_read": self.not_read,
+            "note": self.resync_note(),
         }
+
+    def resync_note(self) -> str:
+        """What a resync did, in plain words (empty when there was none)."""
+        if not self.resync or self.resync_since is None:
+            return ""
+        why = (
+            "its reading position had expired at the provider"
+            if self.resync == "expired"
+            else "Tasklift now reads it in a new way"
+        )
+        note = (
+            f"Read again from {self.resync_since:%d %b %Y %H:%M} UTC, because {why}; "
+            f"{len(self.pending_ids)} email(s) of that time were not handled yet."
+        )
+        if self.not_read:
+            note += f" {self.not_read} older email(s) of that time were over the limit and were not read."
+        return note
 
 
 @dataclass(frozen=True)
@@ -181,17 +207,6 @@ class ExtractionPipeline:
             cursor = cursors.get(integration.pk)
             if cursor is None:
                 continue
-            if not cursor_fits(cursor=cursor, integration=integration):
-                mailbox = Mailbox(integration, None, cursor)
-                self._leave_out(
-                    mailbox,
-                    CursorExpired(
-                        "the saved position was made for another way of reading this mailbox. Connect it again "
-                        "to start from now (its recent mail is read again)."
-                    ),
-                )
-                self.mailboxes.append(mailbox)
-                continue
             if integration.retry_after and integration.retry_after > timezone.now():
                 # The provider asked us to wait: leave the mailbox out until then, cursor untouched.
                 mailbox = Mailbox(integration, None, cursor)
@@ -202,6 +217,8 @@ class ExtractionPipeline:
                 continue
             try:
                 mailbox = Mailbox(integration, integration_provider(integration=integration), cursor)
+                if not cursor_fits(cursor=cursor, integration=integration):
+                    mailbox.resync = "query_changed"  # a cursor of another query: read from the last success
             except ProviderError as error:
                 mailbox = Mailbox(integration, None, cursor)
                 self._leave_out(mailbox, error)
@@ -221,21 +238,17 @@ class ExtractionPipeline:
             raise RunStopped(ExtractionRun.Status.FAILED, first.code, self._left_out_message())
 
     def _fetch_delta(self, mailbox: Mailbox) -> None:
+        assert mailbox.provider is not None
         try:
-            assert mailbox.provider is not None
-            delta = mailbox.provider.fetch_delta(mailbox.cursor.value)
+            if mailbox.resync:
+                delta = self._resync(mailbox)
+            else:
+                try:
+                    delta = mailbox.provider.fetch_delta(mailbox.cursor.value)
+                except CursorExpired:
+                    mailbox.resync = "expired"
+                    delta = self._resync(mailbox)
             crash_point("fetch")
-        except CursorExpired:
-            # Never jump ahead blindly: the mailbox is left out, its cursor stays, and the person decides.
-            self._leave_out(
-                mailbox,
-                CursorExpired(
-                    "the provider no longer knows where Tasklift stopped reading, so new mail cannot be listed "
-                    "safely and nothing was read. Connect this mailbox again to start from now (its recent "
-                    "mail is read again)."
-                ),
-            )
-            return
         except ProviderError as error:
             self._leave_out(mailbox, error)
             return
@@ -245,25 +258,45 @@ class ExtractionPipeline:
         known = ledger_known(integration_id=mailbox.integration.pk, message_ids=candidates)
         mailbox.new_cursor = delta.new_cursor
         mailbox.pending_ids = [i for i in candidates if i not in known]
-        mailbox.prefetched = {i: delta.prefetched[i] for i in mailbox.pending_ids if i in delta.prefetched}
         ExtractionRun.objects.filter(pk=self.run.pk).update(
             emails_fetched=F("emails_fetched") + len(candidates),
             emails_already_done=F("emails_already_done") + len(known),
         )
 
+    def _resync(self, mailbox: Mailbox) -> Delta:
+        """A new cursor generation, with no person involved (DESIGN §6): a cursor for now, and every inbox
+        email received since the last successful read (minus a margin) read again; the ledger drops what
+        was handled. The old cursor stays until this run commits, so a failure resyncs again next time."""
+        assert mailbox.provider is not None
+        last_read = mailbox.integration.last_success_at or mailbox.cursor.updated_at
+        mailbox.resync_since = last_read - timedelta(minutes=settings.EXTRACTION_RESYNC_MARGIN_MINUTES)
+        delta = mailbox.provider.resync(mailbox.resync_since, settings.EXTRACTION_RESYNC_MAX_MESSAGES)
+        mailbox.not_read = delta.not_read
+        logger.warning(
+            "extraction run %s resyncs integration %s (%s): %d emails listed, %d over the bound",
+            self.run.pk,
+            mailbox.integration.pk,
+            mailbox.resync,
+            len(delta.message_ids),
+            delta.not_read,
+        )
+        return delta
+
     @staticmethod
     def _bound_backfill(mailbox: Mailbox, delta: Delta) -> list[str]:
-        """The first read of a mailbox: of the mail received before it was connected, only the newest
-        MAIL_BACKFILL_MAX_MESSAGES are owed; everything received since is read, however much."""
+        """The first read of a mailbox (its whole inbox): of the mail received before it was connected,
+        only the newest MAIL_BACKFILL_MAX_MESSAGES of the last MAIL_BACKFILL_DAYS are owed; everything
+        received since is read, however much."""
         # An initial cursor is never updated before its first commit, so this is when the mailbox was
         # connected; with a margin, since providers stamp mail to the second and clocks differ.
         connected_at = mailbox.cursor.updated_at - BACKFILL_MARGIN
-        emails = delta.prefetched
+        window_start = connected_at - timedelta(days=settings.MAIL_BACKFILL_DAYS)
+        received = delta.received
 
         def before_connect(message_id: str) -> bool:
-            return message_id in emails and emails[message_id].received_at < connected_at
+            return message_id in received and received[message_id] < connected_at
 
-        older = [i for i in delta.message_ids if before_connect(i)]
+        older = [i for i in delta.message_ids if before_connect(i) and received[i] >= window_start]
         limit = settings.MAIL_BACKFILL_MAX_MESSAGES
         kept = set(older[-limit:] if limit else [])
         return [i for i in delta.message_ids if not before_connect(i) or i in kept]
@@ -274,13 +307,10 @@ class ExtractionPipeline:
         logger.warning("extraction run %s left out integration %s: %s", self.run.pk, mailbox.integration.pk, error.code)
 
     def _emails(self) -> Iterator[SourcedEmail]:
-        """Every pending email of every mailbox: those whose body came with the delta first, then the rest
-        fetched in provider batches as they are needed."""
+        """Every pending email of every mailbox, fetched in provider batches as they are needed."""
         chunk = settings.GMAIL_BATCH_SIZE
         for mailbox in self.mailboxes:
-            for email in mailbox.prefetched.values():
-                yield SourcedEmail(mailbox, email)
-            ids = [i for i in mailbox.pending_ids if i not in mailbox.prefetched]
+            ids = mailbox.pending_ids
             for start in range(0, len(ids), chunk):
                 if mailbox.failed or mailbox.provider is None:
                     break
@@ -509,9 +539,13 @@ class ExtractionPipeline:
             for mailbox in self.mailboxes:
                 if mailbox.held_back:
                     continue
-                moved = SyncCursor.objects.filter(pk=mailbox.cursor.pk, value=mailbox.cursor.value).update(
-                    value=mailbox.new_cursor, updated_at=now
-                )
+                changes: dict[str, Any] = {"value": mailbox.new_cursor, "updated_at": now}
+                if mailbox.resync:  # a new generation, for the query we run now
+                    changes.update(
+                        generation=F("generation") + 1,
+                        filter_hash=filter_hash(CURSOR_FILTERS[mailbox.integration.provider]),
+                    )
+                moved = SyncCursor.objects.filter(pk=mailbox.cursor.pk, value=mailbox.cursor.value).update(**changes)
                 if moved != 1 and not SyncCursor.objects.filter(pk=mailbox.cursor.pk).exists():
                     continue  # disconnected during the run: there is no cursor to move any more
                 if moved != 1:
@@ -523,12 +557,20 @@ class ExtractionPipeline:
                     )
                 # Only the queued ids this run read leave the queue: one replayed meanwhile stays for the next.
                 integration = Integration.objects.select_for_update().get(pk=mailbox.integration.pk)
+                resynced: dict[str, Any] = {}
+                if mailbox.resync:
+                    resynced = {
+                        "resynced_at": now,
+                        "resynced_since": mailbox.resync_since,
+                        "resync_not_read": mailbox.not_read,
+                    }
                 Integration.objects.filter(pk=integration.pk).update(
                     backfill_pending=[i for i in integration.backfill_pending if i not in mailbox.backfill_ids],
                     last_success_at=now,
                     failure_count=0,
                     last_error_code="",
                     last_error="",
+                    **resynced,
                 )
                 FetchFailure.objects.filter(integration_id=mailbox.integration.pk).delete()  # all read or set aside
                 reports[str(mailbox.integration.pk)]["after"] = mailbox.new_cursor

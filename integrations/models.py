@@ -31,6 +31,11 @@ class Integration(TimeStampedModel):
     retry_after = models.DateTimeField(null=True, blank=True)
     last_error_code = models.CharField(max_length=64, blank=True)
     last_error = models.TextField(blank=True)
+    # The last automatic resync (an expired cursor, or one of another query): when, from when mail was
+    # read again, and how many emails of that window were not read (over the resync bound).
+    resynced_at = models.DateTimeField(null=True, blank=True)
+    resynced_since = models.DateTimeField(null=True, blank=True)
+    resync_not_read = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [

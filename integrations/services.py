@@ -19,7 +19,6 @@ from integrations.models import Integration, SyncCursor
 from integrations.oauth.google import google_revoke
 from integrations.oauth.microsoft import MicrosoftTokenSource
 from integrations.providers.base import (
-    CursorExpired,
     MailProvider,
     ProviderAuthError,
     ProviderError,
@@ -30,10 +29,12 @@ from integrations.providers.outlook import OutlookProvider
 
 logger = logging.getLogger(__name__)
 
-# The query a Gmail cursor belongs to: history of messages added to INBOX, API v1. A cursor saved for
-# another query must not be reused for this one.
-GMAIL_FILTER = "gmail:v1:history:messageAdded:INBOX"
-OUTLOOK_FILTER = "graph:v1.0:mailFolders/inbox/messages/delta:immutable-ids"
+# The query a cursor belongs to. A cursor saved for another query is not reused for this one: its
+# mailbox is resynced (a new generation from the last successful read), as for an expired cursor.
+# Gmail: history of messages added or labelled into INBOX, API v1. Outlook: the inbox message delta,
+# unfiltered (so mail moved into the Inbox shows whatever its received time), ids and received times only.
+GMAIL_FILTER = "gmail:v1:history:messageAdded,labelAdded:INBOX"
+OUTLOOK_FILTER = "graph:v1.0:mailFolders/inbox/messages/delta:immutable-ids:select=receivedDateTime"
 CURSOR_FILTERS: dict[str, str] = {
     Integration.Provider.GMAIL: GMAIL_FILTER,
     Integration.Provider.OUTLOOK: OUTLOOK_FILTER,
@@ -129,17 +130,17 @@ def gmail_connect(*, user: User, credentials: Credentials) -> Integration:
 
 
 def outlook_connect(*, user: User, msal_cache: str, home_account_id: str, access_token: str) -> Integration:
-    """Store a newly authorised Outlook mailbox. Its first cursor is the inbox delta query filtered to
-    the backfill window: the first run reads that recent mail and receives the first delta link."""
+    """Store a newly authorised Outlook mailbox. Its first cursor is the inbox delta query: the first run
+    lists the inbox, reads its recent mail (the backfill, bounded by the pipeline) and receives the first
+    delta link."""
     provider = OutlookProvider(lambda force_refresh=False: access_token)
     address = provider.account_address()
-    since = timezone.now() - timedelta(days=settings.MAIL_BACKFILL_DAYS)
     return _integration_store(
         user=user,
         provider=Integration.Provider.OUTLOOK,
         address=address,
         credentials={"msal_cache": msal_cache, "home_account_id": home_account_id},
-        cursor=provider.initial_cursor(since=since),
+        cursor=provider.initial_cursor(),
         backfill=[],
     )
 
@@ -149,33 +150,25 @@ def _integration_store(
 ) -> Integration:
     """Save a newly authorised mailbox: encrypted credentials, active again, and a cursor.
 
-    A reconnect keeps the cursor in place (the mail since it is still owed to the person), except one the
-    provider no longer knows (expired): reconnecting is then the person's choice to start again from now,
-    with the backfill, under a new generation.
+    A reconnect keeps the cursor in place: the mail since it is still owed to the person (were the cursor
+    expired, the next run resyncs from it by itself).
     """
     with transaction.atomic():
         integration, created = Integration.objects.select_for_update().get_or_create(
             user=user, provider=provider, account_address=address.lower()
         )
-        expired = integration.last_error_code == CursorExpired.code
         integration.credentials_encrypted = encrypt_json(credentials)
         integration.status = Integration.Status.ACTIVE
         integration.last_error_code = ""
         integration.last_error = ""
         integration.failure_count = 0
         current = SyncCursor.objects.filter(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).first()
-        generation = 1
-        if current is not None and expired:
-            generation = current.generation + 1
-            current.delete()
-            current = None
         if current is None:
             SyncCursor.objects.create(
                 integration=integration,
                 purpose=SyncCursor.Purpose.TASK_EXTRACTION,
                 value=cursor,
                 filter_hash=filter_hash(CURSOR_FILTERS[provider]),
-                generation=generation,
             )
             integration.backfill_pending = backfill
         integration.save()
@@ -209,7 +202,7 @@ def integration_mark_failed(*, integration: Integration, error: ProviderError) -
         "last_error": error.message,
         "updated_at": timezone.now(),
     }
-    if isinstance(error, ProviderAuthError | CursorExpired):
+    if isinstance(error, ProviderAuthError):
         changes["status"] = Integration.Status.NEEDS_REAUTH  # only a new connect can help
     if isinstance(error, ProviderRateLimited) and error.retry_after:
         changes["retry_after"] = timezone.now() + timedelta(seconds=error.retry_after)

@@ -27,14 +27,17 @@ class Email:
 
 @dataclass(frozen=True)
 class Delta:
-    """New inbox mail since a cursor, and the cursor that would follow it. Fetching saves nothing."""
+    """Inbox mail to read since a cursor, and the cursor that would follow it. Fetching saves nothing."""
 
-    message_ids: list[str]  # new inbox messages since the cursor, oldest first, without repeats
+    message_ids: list[str]  # mail that entered the inbox since the cursor, oldest first, without repeats
     new_cursor: str
-    prefetched: dict[str, Email] = field(default_factory=dict)  # bodies that came with the delta, by id
-    # True for the first read of a mailbox (a window of recent mail, not changes since a checkpoint): the
-    # caller bounds the part received before the mailbox was connected.
+    # When the provider tells (Outlook): when each message was received, for the caller's bounds.
+    received: dict[str, datetime] = field(default_factory=dict)
+    # True for the first read of a mailbox (its whole inbox, not changes since a checkpoint): the caller
+    # bounds the part received before the mailbox was connected.
     backfill: bool = False
+    # A resync (`MailProvider.resync`): how many messages of the window were not listed, over its bound.
+    not_read: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,14 @@ class MailProvider(Protocol):
         ...
 
     def fetch_delta(self, cursor: str) -> Delta:
-        """The ids of every new inbox email since `cursor`, and the cursor after them. Saves nothing."""
+        """The ids of every email that entered the inbox since `cursor` (new, or moved or relabelled into
+        it), and the cursor after them. Saves nothing. Raises CursorExpired when the provider no longer
+        knows `cursor`."""
+        ...
+
+    def resync(self, since: datetime, limit: int) -> Delta:
+        """A new cursor for "now", and the inbox mail received since `since` (the newest `limit`; how many
+        more there were is `not_read`): what to read so that nothing is lost across an expired cursor."""
         ...
 
     def fetch_emails(self, message_ids: list[str]) -> Fetched:

@@ -48,6 +48,8 @@ _RATE_LIMIT_REASONS = {
 }
 # What the Gmail error guide calls a credentials problem: only a new sign-in fixes it.
 _AUTH_REASONS = {"authError", "insufficientPermissions", "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "UNAUTHENTICATED"}
+# A resync lists at most this many ids to count what it does not read (the ids of ~100k messages).
+RESYNC_COUNT_LIMIT = 100_000
 # OSError covers timeouts and refused or reset connections.
 _TRANSPORT_ERRORS = (httplib2.HttpLib2Error, TransportError, OSError)
 
@@ -79,6 +81,21 @@ def _retry_after(error: HttpError) -> float | None:
         return max(float(value), 0.0) if value is not None else None
     except ValueError:
         return None  # an HTTP date: rare from Google, and the caller's backoff will do
+
+
+def _entered_inbox(record: dict[str, Any]) -> list[str]:
+    """The messages a history record shows entering INBOX: added with the label, or labelled with it."""
+    entered = [
+        added.get("message") or {}
+        for added in record.get("messagesAdded", [])
+        if "INBOX" in ((added.get("message") or {}).get("labelIds") or ["INBOX"])  # no labels listed: as asked
+    ]
+    entered += [
+        labelled.get("message") or {}
+        for labelled in record.get("labelsAdded", [])
+        if "INBOX" in (labelled.get("labelIds") or [])
+    ]
+    return [str(message["id"]) for message in entered if message.get("id")]
 
 
 def _reasons(error: HttpError) -> set[str]:
@@ -169,7 +186,8 @@ class GmailProvider:
         return str(profile["emailAddress"])
 
     def fetch_delta(self, cursor: str) -> Delta:
-        """Every message added to INBOX after `cursor`, over all history pages. Saves nothing."""
+        """Every message that entered INBOX after `cursor`, over all history pages: delivered there, or
+        labelled into it later (un-archived, "Not spam", moved from another label, a filter). Saves nothing."""
         message_ids: dict[str, None] = {}
         new_cursor = cursor
         page_token: str | None = None
@@ -180,7 +198,7 @@ class GmailProvider:
                 .list(
                     userId="me",
                     startHistoryId=cursor,
-                    historyTypes=["messageAdded"],
+                    historyTypes=["messageAdded", "labelAdded"],
                     labelId="INBOX",
                     maxResults=500,
                     pageToken=page_token,
@@ -193,15 +211,21 @@ class GmailProvider:
                     raise CursorExpired("Gmail no longer has the history since the last sync.") from error
                 raise _translate(error) from error
             for record in page.get("history", []):
-                for added in record.get("messagesAdded", []):
-                    message_id = added.get("message", {}).get("id")
-                    if message_id:
-                        message_ids.setdefault(str(message_id), None)
+                for message_id in _entered_inbox(record):
+                    message_ids.setdefault(message_id, None)
             new_cursor = str(page.get("historyId", new_cursor))
             page_token = page.get("nextPageToken")
             if not page_token:
                 break
         return Delta(message_ids=list(message_ids), new_cursor=new_cursor)
+
+    def resync(self, since: datetime, limit: int) -> Delta:
+        """The history id of now (taken first, so mail arriving meanwhile is in the next delta), and the
+        inbox mail received since `since`: the newest `limit`, and how many more there were."""
+        history_id = self.current_cursor()
+        listed = self._inbox_ids(after=since, limit=RESYNC_COUNT_LIMIT)
+        kept = listed[:limit] if limit else []
+        return Delta(list(reversed(kept)), history_id, not_read=len(listed) - len(kept))
 
     def fetch_emails(self, message_ids: list[str]) -> Fetched:
         """The messages in the order given (repeats dropped), in batches. A message whose part failed (a
@@ -229,6 +253,10 @@ class GmailProvider:
 
     def backfill_message_ids(self, after: datetime, limit: int) -> list[str]:
         """The newest `limit` inbox messages received after `after`, oldest first (the connect-time backfill)."""
+        return list(reversed(self._inbox_ids(after=after, limit=limit)))
+
+    def _inbox_ids(self, *, after: datetime, limit: int) -> list[str]:
+        """Inbox message ids received after `after`, newest first, at most `limit`."""
         ids: list[str] = []
         page_token: str | None = None
         while len(ids) < limit:
@@ -248,7 +276,7 @@ class GmailProvider:
             page_token = page.get("nextPageToken")
             if not page_token:
                 break
-        return list(reversed(ids[:limit]))
+        return ids[:limit]
 
     # Internals ----------------------------------------------------------------------------------------
     def _users(self) -> Any:

@@ -33,7 +33,11 @@ logger = logging.getLogger(__name__)
 
 # Only what Email needs: Graph then sends neither recipients nor the rest of the message.
 MESSAGE_FIELDS = ("subject", "from", "receivedDateTime", "body", "webLink", "conversationId")
-MAX_DELTA_PAGES = 1000  # a nextLink chain longer than this is a loop, not a mailbox
+# The delta lists ids and received times only: bodies are read in $batch for the mail that is read, so a
+# first sync of a large inbox, or a resync, holds ids, not bodies. Options are fixed by the first request
+# of a delta (Graph encodes them in its links), and no $filter: a message moved into the Inbox must show
+# whatever its received time.
+DELTA_FIELDS = ("receivedDateTime",)
 MAX_RETRY_SLEEP_S = 30.0  # a longer Retry-After goes back to the caller rather than holding a worker
 BATCH_SIZE = 20  # Graph's limit per JSON batch
 _RESYNC_CODES = {"syncstatenotfound", "resyncrequired", "syncstateinvalid", "errorinvalidsyncstatedata"}
@@ -94,38 +98,31 @@ class OutlookProvider:
         self._endpoint = settings.GRAPH_API_ENDPOINT.rstrip("/")
 
     # MailProvider ------------------------------------------------------------------------------------
-    def initial_cursor(self, since: datetime) -> str:
-        """The first delta URL: inbox mail received since `since`. Not fetched here: the first
-        fetch_delta GETs it, which gives the backfill and the first deltaLink."""
-        if since.tzinfo is None:
-            since = since.replace(tzinfo=UTC)
-        query = urlencode(
-            {
-                "$select": ",".join(MESSAGE_FIELDS),
-                "$filter": f"receivedDateTime ge {since.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}",
-            },
-            quote_via=quote,
-            safe="$,:",
-        )
+    def initial_cursor(self) -> str:
+        """The first delta URL of the inbox. Not fetched here: the first fetch_delta GETs it, which lists the
+        inbox (for the backfill) and gives the first deltaLink."""
+        query = urlencode({"$select": ",".join(DELTA_FIELDS)}, quote_via=quote, safe="$,:")
         return f"{self._endpoint}/me/mailFolders/inbox/messages/delta?{query}"
 
     def current_cursor(self) -> str:
-        return self.initial_cursor(datetime.now(UTC))
+        return self.initial_cursor()
 
     def account_address(self) -> str:
         me = self._request("GET", f"{self._endpoint}/me")
         return str(me.get("mail") or me.get("userPrincipalName") or "")
 
     def fetch_delta(self, cursor: str) -> Delta:
-        """Every inbox message new or changed since `cursor`, over all pages, oldest first. Saves nothing.
+        """Every message that entered the inbox or changed since `cursor`, over all pages, oldest first.
+        Saves nothing.
 
         A message that comes back only because it was read or flagged is listed too (the pipeline's ledger
-        drops what it has seen); removed ones are not.
+        drops what it has seen); removed ones are not. Pages are followed however many there are; a link
+        that comes back again is a loop and ends the fetch.
         """
         self._check_url(cursor, expired_if_foreign=True)
-        found: dict[str, Email | None] = {}
-        url = cursor
-        for _ in range(MAX_DELTA_PAGES):
+        found: dict[str, datetime | None] = {}
+        url, seen = cursor, {cursor}
+        while True:
             page = self._request("GET", url, prefer=self._prefer(page_size=True))
             for item in page.get("value") or []:
                 if not isinstance(item, dict) or not item.get("id"):
@@ -134,20 +131,27 @@ class OutlookProvider:
                 if "@removed" in item:
                     found.pop(message_id, None)  # added, then removed in the same round: nothing to read
                     continue
-                found[message_id] = self._email(item) if {"receivedDateTime", "body"} <= item.keys() else None
+                found[message_id] = _received(item.get("receivedDateTime"))
             delta_link = page.get("@odata.deltaLink")
             if delta_link:
                 self._check_url(str(delta_link))
-                delta = self._delta(found, str(delta_link))
-                return Delta(delta.message_ids, delta.new_cursor, delta.prefetched, backfill=_is_initial(cursor))
+                return self._delta(found, str(delta_link), backfill=_is_initial(cursor))
             next_link = page.get("@odata.nextLink")
             if not next_link:
                 raise ProviderUnavailable("Outlook ended a sync without a link to continue from; syncing will retry.")
             url = str(next_link)
             self._check_url(url)
-        raise ProviderUnavailable(
-            f"Outlook kept sending more pages ({MAX_DELTA_PAGES}) without finishing a sync; syncing will retry."
-        )
+            if url in seen:
+                raise ProviderUnavailable("Outlook sent the same sync page twice; syncing will retry.")
+            seen.add(url)
+
+    def resync(self, since: datetime, limit: int) -> Delta:
+        """A fresh inbox delta from the start: its deltaLink is the new cursor, and the inbox mail received
+        since `since` is what to read (the newest `limit`)."""
+        listed = self.fetch_delta(self.initial_cursor())
+        window = [m for m in listed.message_ids if (listed.received.get(m) or since) >= since]
+        kept = window[-limit:] if limit else []
+        return Delta(kept, listed.new_cursor, listed.received, not_read=len(window) - len(kept))
 
     def fetch_emails(self, message_ids: list[str]) -> Fetched:
         """The messages in the order given (repeats dropped), in $batch requests of at most 20. A part that
@@ -178,16 +182,14 @@ class OutlookProvider:
 
     # Internals ----------------------------------------------------------------------------------------
     @staticmethod
-    def _delta(found: dict[str, Email | None], delta_link: str) -> Delta:
+    def _delta(found: dict[str, datetime | None], delta_link: str, *, backfill: bool) -> Delta:
         # Graph does not promise an order: oldest first by receivedDateTime, arrival order among equals
-        # (an item without its fields, which Graph may send for an update, keeps its place at the end).
+        # (an item without the field, which Graph may send for an update, keeps its place at the end).
         latest = datetime.max.replace(tzinfo=UTC)
-        ranked = sorted(
-            enumerate(found.items()), key=lambda pair: (pair[1][1].received_at if pair[1][1] else latest, pair[0])
-        )
-        ids = [message_id for _, (message_id, _email) in ranked]
-        prefetched = {m: email for m, email in found.items() if email is not None}
-        return Delta(message_ids=ids, new_cursor=delta_link, prefetched=prefetched)
+        ranked = sorted(enumerate(found.items()), key=lambda pair: (pair[1][1] or latest, pair[0]))
+        ids = [message_id for _, (message_id, _received) in ranked]
+        received = {m: when for m, when in found.items() if when is not None}
+        return Delta(message_ids=ids, new_cursor=delta_link, received=received, backfill=backfill)
 
     def _check_url(self, url: str, *, expired_if_foreign: bool = False) -> None:
         """Only ever send the token to the Graph endpoint (a cursor or link elsewhere is not followed)."""
@@ -327,10 +329,7 @@ class OutlookProvider:
         body = message.get("body") or {}
         content = str(body.get("content") or "")
         text = html_to_text(content) if str(body.get("contentType", "")).lower() == "html" else content
-        received = message.get("receivedDateTime")
-        received_at = datetime.fromisoformat(str(received)) if received else datetime.now(UTC)
-        if received_at.tzinfo is None:
-            received_at = received_at.replace(tzinfo=UTC)
+        received_at = _received(message.get("receivedDateTime")) or datetime.now(UTC)
         message_id = str(message["id"])
         return Email(
             provider=self.provider,
@@ -347,6 +346,16 @@ class OutlookProvider:
     def _web_link(message_id: str) -> str:
         item = quote(message_id, safe="")
         return f"https://outlook.office365.com/owa/?ItemID={item}&exvsurl=1&viewmodel=ReadMessageItem"
+
+
+def _received(value: Any) -> datetime | None:
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _is_initial(cursor: str) -> bool:

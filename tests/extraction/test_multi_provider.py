@@ -116,40 +116,62 @@ def test_outlook_messages_marked_read_come_back_but_are_not_read_again(
     assert Task.objects.count() == 5
 
 
-def test_an_expired_outlook_delta_link_never_moves_its_cursor_and_gmail_is_still_read(
+def test_an_expired_outlook_delta_link_is_resynced_by_itself_and_gmail_is_still_read(
     both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
 ) -> None:
     gmail, outlook = both
     gmail.deliver(ask(1))
-    outlook.deliver(ask(2))
+    outlook_ids = [outlook.deliver(ask(2 + n)) for n in range(12)]
     outlook_before = outlook.cursor
     sandbox.expire_outlook_delta(outlook.address)
 
     run = run_extraction(consenting_user)
 
-    assert run.mailboxes[str(outlook.integration.pk)]["error_code"] == "cursor_expired"
-    assert f"Outlook {outlook.address} was left out" in run.error_message
-    assert outlook.cursor == outlook_before
-    graph_calls = [r for r in sandbox.requests("graph") if "delta" in r["path"]]
-    assert len(graph_calls) == 1  # no loop, no blind restart
-    assert not Task.objects.filter(integration=outlook.integration).exists()
-    assert gmail.cursor == gmail.history_id()  # the other mailbox goes on
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert set(Task.objects.filter(integration=outlook.integration).values_list("source_id", flat=True)) == set(
+        outlook_ids
+    )
+    cursor = SyncCursor.objects.get(integration=outlook.integration)
+    assert cursor.value != outlook_before and "deltatoken" in cursor.value.lower()
+    assert cursor.generation == 2
+    assert gmail.cursor == gmail.history_id()
     outlook.integration.refresh_from_db()
-    assert outlook.integration.status == "needs_reauth"
+    assert outlook.integration.status == "active"
+    assert run.mailboxes[str(outlook.integration.pk)]["resync"] == "expired"
 
 
-def test_the_only_mailbox_expired_fails_the_run_with_a_clear_code(
+def test_an_outlook_message_moved_into_the_inbox_becomes_a_task_whatever_its_received_time(
     outlook: OutlookBox, sandbox: SandboxClient, consenting_user: User
 ) -> None:
-    outlook.deliver(ask(2))
-    before = outlook.cursor
-    sandbox.expire_outlook_delta(outlook.address)
+    from datetime import UTC, datetime, timedelta
+
+    old = sandbox.deliver_outlook(
+        outlook.address,
+        subject="Old claim",
+        body="Please file the insurance claim.",
+        received_at=datetime.now(UTC) - timedelta(days=60),
+        folder="archive",
+    )["id"]
+    sandbox.move_outlook(outlook.address, [old], "inbox")
 
     run = run_extraction(consenting_user)
 
-    assert (run.status, run.error_code) == (ExtractionRun.Status.FAILED, "cursor_expired")
-    assert outlook.cursor == before
-    assert gemini_prompts(sandbox) == []
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.get(source_id=old).title == "File the insurance claim"
+
+
+def test_a_gmail_message_labelled_into_the_inbox_becomes_a_task(
+    both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail, _ = both
+    spam = sandbox.deliver(gmail.address, ask(7), labels=["SPAM"])["id"]
+    run_extraction(consenting_user)
+    assert not Task.objects.exists()
+
+    sandbox.modify_labels(gmail.address, spam, add=["INBOX"], remove=["SPAM"])  # "Not spam"
+    run_extraction(consenting_user)
+
+    assert Task.objects.get(source_id=spam).title == "Send the report for project 7 by Friday"
 
 
 def test_mail_arriving_after_an_outlook_connect_is_all_read_whatever_the_backfill_bound(

@@ -398,19 +398,69 @@ def test_a_replayed_quarantined_email_is_read_again_by_the_next_run(
     assert ProcessedEmail.objects.get().message_id == message_id
 
 
-def test_an_expired_history_fails_the_run_without_moving_the_cursor(
+def test_an_expired_history_is_resynced_by_itself_and_no_email_is_lost(
     gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
 ) -> None:
-    gmail.deliver(ask(1))
-    before = gmail.cursor
+    gmail.deliver(ask(0))
+    assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
+    ids = [gmail.deliver(ask(n) if n % 2 else no_ask(n)) for n in range(1, 131)]  # 130 unread, 65 asks
     sandbox.expire_history(gmail.address)
 
     run = run_extraction(consenting_user)
 
-    assert run.status == ExtractionRun.Status.FAILED
-    assert run.error_code == "cursor_expired"
-    assert gmail.cursor == before
-    assert gemini_calls(sandbox) == []
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert (run.emails_fetched, run.emails_already_done) == (131, 1)  # the handled one is not sent again
+    assert ProcessedEmail.objects.filter(message_id__in=ids).count() == 130
+    assert Task.objects.count() == 66
+    cursor = SyncCursor.objects.get(integration=gmail.integration)
+    assert (cursor.value, cursor.generation) == (gmail.history_id(), 2)
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.status == "active"  # no person involved
+    assert gmail.integration.resynced_at is not None and gmail.integration.resync_not_read == 0
+    note = run.mailboxes[str(gmail.integration.pk)]["note"]
+    assert note.startswith("Read again from") and "expired" in note
+
+
+def test_a_resync_over_its_bound_counts_and_shows_what_was_not_read(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    settings.EXTRACTION_RESYNC_MAX_MESSAGES = 100
+    for n in range(130):
+        gmail.deliver(ask(n))
+    sandbox.expire_history(gmail.address)
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.count() == 100  # the newest hundred
+    assert run.mailboxes[str(gmail.integration.pk)]["not_read"] == 30
+    assert "30 older email(s)" in run.mailboxes[str(gmail.integration.pk)]["note"]
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.resync_not_read == 30
+
+
+def test_a_resync_that_fails_half_way_keeps_the_old_cursor_and_is_done_again(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(25):
+        gmail.deliver(ask(n))
+    sandbox.expire_history(gmail.address)
+    before = gmail.cursor
+    sandbox.fault("gemini", 429, times=None, match="project 10 ", headers={"Retry-After": "0"})
+
+    failed = run_extraction(consenting_user)
+
+    assert failed.status == ExtractionRun.Status.FAILED
+    assert gmail.cursor == before  # replaced only when the resync has committed
+    sandbox.clear_faults()
+    sandbox.clear_requests()
+
+    again = run_extraction(consenting_user)
+
+    assert again.status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.count() == 25
+    assert [emails_in(c) for c in gemini_calls(sandbox)] == [10, 5]  # the first batch is not sent again
+    assert SyncCursor.objects.get(integration=gmail.integration).generation == 2
 
 
 def test_a_refused_refresh_marks_the_mailbox_for_reconnecting(
@@ -492,40 +542,3 @@ def test_a_nul_character_in_an_email_does_not_block_the_mailbox(
     run = run_extraction(consenting_user)
     assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
     assert Task.objects.get().email_subject == "AB"
-
-
-def test_an_expired_history_tells_the_person_what_to_do(
-    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
-) -> None:
-    gmail.deliver(ask(1))
-    sandbox.expire_history(gmail.address)
-    run_extraction(consenting_user)
-    gmail.integration.refresh_from_db()
-    assert gmail.integration.last_error_code == "cursor_expired"
-    assert "Connect this mailbox again to start from now" in gmail.integration.last_error
-    assert gmail.integration.status == "needs_reauth"
-
-
-def test_reconnecting_after_an_expired_history_starts_from_now_under_a_new_generation(
-    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
-) -> None:
-    from integrations.providers.gmail import gmail_credentials
-    from integrations.services import gmail_connect
-
-    gmail.deliver(ask(1))
-    sandbox.expire_history(gmail.address)
-    run_extraction(consenting_user)
-    tokens = sandbox.issue_token(gmail.address)
-
-    gmail_connect(
-        user=consenting_user,
-        credentials=gmail_credentials(
-            access_token=tokens["access_token"], refresh_token=tokens["refresh_token"], expiry=None
-        ),
-    )
-
-    cursor = SyncCursor.objects.get(integration=gmail.integration)
-    assert (cursor.value, cursor.generation) == (gmail.history_id(), 2)
-    run = run_extraction(consenting_user)
-    assert run.status == ExtractionRun.Status.SUCCEEDED
-    assert Task.objects.count() == 1  # the recent mail is read again through the backfill

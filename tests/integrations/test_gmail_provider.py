@@ -363,3 +363,51 @@ def test_a_text_part_with_a_file_name_but_no_attachment_disposition_is_the_body(
 
     assert email.body_text == "Please sign the lease by Friday."
     assert len(calls(sandbox, "gmail", "GET", f"/gmail/v1/users/me/messages/{message_id}/attachments/")) == 1
+
+
+@pytest.mark.parametrize(
+    ("labels", "change"),
+    [
+        (["INBOX"], "unarchive"),  # archived, then moved back to the inbox
+        (["SPAM"], "not_spam"),  # "Not spam"
+        (["Label_1"], "to_inbox"),  # a filter put it under a label; the person moves it to the inbox
+    ],
+)
+def test_mail_labelled_into_the_inbox_later_is_in_the_delta(
+    sandbox: SandboxClient, labels: list[str], change: str
+) -> None:
+    provider, _ = connect(sandbox)
+    message_id = sandbox.deliver(ADDRESS, raw_message(1), labels=labels)["id"]
+    if change == "unarchive":
+        sandbox.archive(ADDRESS, message_id)
+    cursor = provider.current_cursor()
+
+    sandbox.modify_labels(ADDRESS, message_id, add=["INBOX"], remove=[lab for lab in labels if lab != "INBOX"])
+    delta = provider.fetch_delta(cursor)
+
+    assert delta.message_ids == [message_id]
+    assert provider.fetch_delta(delta.new_cursor).message_ids == []
+
+
+def test_mail_that_never_enters_the_inbox_is_not_in_the_delta(sandbox: SandboxClient) -> None:
+    provider, _ = connect(sandbox)
+    cursor = provider.current_cursor()
+    message_id = sandbox.deliver(ADDRESS, raw_message(1), labels=["SPAM"])["id"]
+    sandbox.modify_labels(ADDRESS, message_id, add=["STARRED"])
+
+    assert provider.fetch_delta(cursor).message_ids == []
+
+
+def test_a_resync_takes_the_cursor_first_and_lists_the_newest_mail_since(sandbox: SandboxClient) -> None:
+    provider, _ = connect(sandbox)
+    now = datetime.now(UTC)
+    sandbox.deliver(ADDRESS, raw_message(0), internal_date=now - timedelta(days=3))
+    recent = [
+        sandbox.deliver(ADDRESS, raw_message(n), internal_date=now - timedelta(hours=10 - n))["id"] for n in range(1, 6)
+    ]
+
+    delta = provider.resync(now - timedelta(days=1), 3)
+
+    assert delta.message_ids == recent[-3:]  # the newest, oldest first
+    assert delta.not_read == 2
+    assert provider.fetch_delta(delta.new_cursor).message_ids == []

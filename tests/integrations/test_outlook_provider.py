@@ -14,7 +14,7 @@ from integrations.providers.base import (
     ProviderRateLimited,
     ProviderUnavailable,
 )
-from integrations.providers.outlook import MAX_DELTA_PAGES, OutlookProvider, graph_session
+from integrations.providers.outlook import OutlookProvider, graph_session
 from sandbox.client import SandboxClient
 
 ADDRESS = "linus@example.com"
@@ -62,7 +62,7 @@ def test_fetch_delta_follows_every_page_to_the_delta_link_and_saves_nothing(
     sandbox: SandboxClient, provider: OutlookProvider, small_pages: None
 ) -> None:
     ids = [deliver(sandbox, n, html=n % 2 == 0) for n in range(8)]
-    cursor = provider.initial_cursor(LONG_AGO)
+    cursor = provider.initial_cursor()
     sandbox.clear_requests()
 
     delta = provider.fetch_delta(cursor)
@@ -72,7 +72,9 @@ def test_fetch_delta_follows_every_page_to_the_delta_link_and_saves_nothing(
     assert again.message_ids == ids  # nothing was consumed or stored
     assert delta.new_cursor.startswith(f"{settings.SANDBOX_TLS_URL}/v1.0/") and "$deltatoken=" in delta.new_cursor
     assert len(graph_calls(sandbox)) == 2 * 3  # 8 messages in pages of 3, twice
-    email = delta.prefetched[ids[0]]
+    assert delta.received[ids[0]] == datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
+    assert delta.backfill  # the first read of the inbox: the caller bounds it
+    [email] = provider.fetch_emails([ids[0]]).emails  # bodies come in $batch, for the mail that is read
     assert email.provider == "outlook"
     assert email.sender == "Sender 0 <sender0@example.org>"
     assert email.subject == "Task 0"
@@ -88,7 +90,7 @@ def test_every_graph_request_asks_for_immutable_ids_and_text_bodies(
     ids = [deliver(sandbox, n) for n in range(3)]
     sandbox.clear_requests()
 
-    delta = provider.fetch_delta(provider.initial_cursor(LONG_AGO))
+    delta = provider.fetch_delta(provider.initial_cursor())
     provider.fetch_emails(ids)
     provider.account_address()
 
@@ -104,7 +106,7 @@ def test_every_graph_request_asks_for_immutable_ids_and_text_bodies(
 
 def test_a_message_read_since_comes_back_in_the_next_delta(sandbox: SandboxClient, provider: OutlookProvider) -> None:
     first, second = deliver(sandbox, 1), deliver(sandbox, 2)
-    delta = provider.fetch_delta(provider.initial_cursor(LONG_AGO))
+    delta = provider.fetch_delta(provider.initial_cursor())
     third = deliver(sandbox, 3)
     sandbox.mark_outlook_read(ADDRESS, [first])
     sandbox.delete_outlook(ADDRESS, [second])
@@ -112,28 +114,46 @@ def test_a_message_read_since_comes_back_in_the_next_delta(sandbox: SandboxClien
     after = provider.fetch_delta(delta.new_cursor)
 
     assert after.message_ids == [first, third]  # oldest first; the deleted one is not listed
-    assert set(after.prefetched) == {first, third}
+    assert not after.backfill
     assert provider.fetch_delta(after.new_cursor).message_ids == []
 
 
-def test_initial_cursor_reads_only_mail_received_since(sandbox: SandboxClient, provider: OutlookProvider) -> None:
+def test_the_delta_is_unfiltered_so_an_old_message_moved_into_the_inbox_is_listed(
+    sandbox: SandboxClient, provider: OutlookProvider
+) -> None:
+    now = datetime.now(UTC)
+    archived = sandbox.deliver_outlook(
+        ADDRESS, subject="Old", body="Please file the claim.", received_at=now - timedelta(days=40), folder="archive"
+    )["id"]
+    delta = provider.fetch_delta(provider.initial_cursor())
+    assert delta.message_ids == []
+
+    sandbox.move_outlook(ADDRESS, [archived], "inbox")
+    after = provider.fetch_delta(delta.new_cursor)
+
+    assert after.message_ids == [archived]
+    assert after.received[archived] == (now - timedelta(days=40)).replace(microsecond=0)
+    assert "$filter" not in sandbox.requests("graph")[0]["query"]
+
+
+def test_a_resync_lists_the_mail_since_a_time_and_counts_what_is_over_the_bound(
+    sandbox: SandboxClient, provider: OutlookProvider
+) -> None:
     now = datetime.now(UTC)
     deliver(sandbox, 1, received_at=now - timedelta(days=9))
-    recent = deliver(sandbox, 2, received_at=now - timedelta(days=2))
-    cursor = provider.initial_cursor(now - timedelta(days=7))
-    sandbox.clear_requests()
+    recent = [deliver(sandbox, n, received_at=now - timedelta(hours=10 - n)) for n in range(2, 7)]
 
-    delta = provider.fetch_delta(cursor)
-    current = provider.fetch_delta(provider.current_cursor())
+    delta = provider.resync(now - timedelta(days=1), 3)
 
-    assert delta.message_ids == [recent]
-    assert current.message_ids == []
-    assert "receivedDateTime ge" in sandbox.requests("graph")[0]["query"].replace("%20", " ")
+    assert delta.message_ids == recent[-3:]
+    assert delta.not_read == 2
+    assert "$deltatoken=" in delta.new_cursor
+    assert provider.fetch_delta(delta.new_cursor).message_ids == []
 
 
 def test_an_expired_delta_link_raises_cursor_expired(sandbox: SandboxClient, provider: OutlookProvider) -> None:
     deliver(sandbox, 1)
-    delta = provider.fetch_delta(provider.initial_cursor(LONG_AGO))
+    delta = provider.fetch_delta(provider.initial_cursor())
     sandbox.expire_outlook_delta(ADDRESS)
 
     with pytest.raises(CursorExpired):
@@ -150,7 +170,7 @@ def test_a_throttled_request_is_retried_after_retry_after(sandbox: SandboxClient
     sandbox.fault("graph", 429, route="/messages/delta", headers={"Retry-After": "0.2"}, times=1)
     sandbox.clear_requests()
 
-    delta = provider.fetch_delta(provider.initial_cursor(LONG_AGO))
+    delta = provider.fetch_delta(provider.initial_cursor())
 
     assert delta.message_ids == [message]
     calls = graph_calls(sandbox)
@@ -165,7 +185,7 @@ def test_throttled_for_good_raises_rate_limited_with_retry_after(
     sandbox.clear_requests()
 
     with pytest.raises(ProviderRateLimited) as error:
-        provider.fetch_delta(provider.initial_cursor(LONG_AGO))
+        provider.fetch_delta(provider.initial_cursor())
 
     assert error.value.retry_after == pytest.approx(0.05)
     assert len(graph_calls(sandbox)) == settings.GRAPH_MAX_RETRIES + 1
@@ -176,7 +196,7 @@ def test_a_long_retry_after_goes_back_to_the_caller_at_once(sandbox: SandboxClie
     sandbox.clear_requests()
 
     with pytest.raises(ProviderRateLimited) as error:
-        provider.fetch_delta(provider.initial_cursor(LONG_AGO))
+        provider.fetch_delta(provider.initial_cursor())
 
     assert error.value.retry_after == 120
     assert len(graph_calls(sandbox)) == 1
@@ -187,7 +207,7 @@ def test_service_unavailable_raises_provider_unavailable(
 ) -> None:
     sandbox.fault("graph", 503, route="/messages/delta", times=None)
     with pytest.raises(ProviderUnavailable):
-        provider.fetch_delta(provider.initial_cursor(LONG_AGO))
+        provider.fetch_delta(provider.initial_cursor())
 
 
 def test_a_bad_token_raises_provider_auth_error(sandbox: SandboxClient) -> None:
@@ -195,7 +215,7 @@ def test_a_bad_token_raises_provider_auth_error(sandbox: SandboxClient) -> None:
     provider = OutlookProvider(lambda force_refresh=False: "not-a-token")
 
     with pytest.raises(ProviderAuthError):
-        provider.fetch_delta(provider.initial_cursor(LONG_AGO))
+        provider.fetch_delta(provider.initial_cursor())
 
 
 def test_a_refused_refresh_goes_through_as_auth_error(sandbox: SandboxClient) -> None:
@@ -217,20 +237,20 @@ def test_a_graph_that_cannot_be_reached_raises_provider_unavailable(settings: An
 
 
 def test_a_next_link_loop_is_cut_short(sandbox: SandboxClient, provider: OutlookProvider, settings: Any) -> None:
-    """A Graph that only ever answers nextLinks must not hold a worker forever."""
+    """A Graph that only ever answers the same nextLink must not hold a worker forever."""
     settings.GRAPH_PAGE_SIZE = 1
     deliver(sandbox, 1)
     deliver(sandbox, 2)
-    cursor = provider.initial_cursor(LONG_AGO)
+    cursor = provider.initial_cursor()
     # Every page after the first answers an empty page that links to itself.
     loop = {"@odata.nextLink": f"{settings.GRAPH_API_ENDPOINT}/me/mailFolders/inbox/messages/delta?$skiptoken=x"}
     sandbox.fault("graph", 200, route="skiptoken", body={**loop, "value": []}, times=None)
     sandbox.clear_requests()
 
-    with pytest.raises(ProviderUnavailable, match="without finishing"):
+    with pytest.raises(ProviderUnavailable, match="same sync page twice"):
         provider.fetch_delta(cursor)
 
-    assert len(graph_calls(sandbox)) == MAX_DELTA_PAGES
+    assert len(graph_calls(sandbox)) == 3  # the first page, the looping one, and the same again
 
 
 def test_fetch_emails_batches_twenty_at_a_time_and_leaves_out_deleted_mail(
