@@ -39,6 +39,10 @@ class RunMailboxOut(Schema):
     status: str
     error_code: str
     error: str
+    unread: int = 0  # emails that failed to read this run (read again next time)
+    resync: str = ""  # "expired" or "query_changed" when the mailbox was resynced
+    not_read: int = 0  # emails of a resync's window over its bound, not read
+    note: str = ""  # what a resync did, in plain words
 
 
 class RunOut(Schema):

@@ -1,11 +1,17 @@
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, Q, QuerySet
 
 from accounts.models import User
 from config.errors import NotFoundError
-from extraction.models import ExtractionRun, ProcessedEmail
+from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
 from integrations.models import Integration
+from integrations.providers.gmail import gmail_web_link
+from integrations.providers.outlook import outlook_web_link
+from integrations.selectors import integration_list
 
 
 def run_get(*, user: User, run_id: int) -> ExtractionRun:
@@ -45,3 +51,103 @@ def run_as_dict(run: ExtractionRun) -> dict[str, object]:
 
 def quarantined_list(*, integration: Integration) -> QuerySet[ProcessedEmail]:
     return ProcessedEmail.objects.filter(integration=integration, outcome=ProcessedEmail.Outcome.QUARANTINED)
+
+
+# Mailbox status -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A quarantined email, as a person reads it."""
+
+    message_id: str
+    reason: str
+    link: str
+    when: datetime
+
+
+@dataclass(frozen=True)
+class MailboxStatus:
+    """One mailbox as its owner sees it: the integration, what was set aside and why, what could not be
+    read yet, and the last resync."""
+
+    integration: Integration
+    set_aside: list[SetAside]
+    set_aside_count: int
+    unread: int  # messages that failed to read and are tried again by the next runs
+    resync_note: str
+
+
+SET_ASIDE_SHOWN = 20
+
+
+def mailbox_status_list(*, user: User) -> list[MailboxStatus]:
+    """Every connected mailbox of `user` with its status, in a constant number of queries."""
+    integrations = list(
+        integration_list(user=user).annotate(
+            set_aside_count=Count("ledger", filter=Q(ledger__outcome=ProcessedEmail.Outcome.QUARANTINED))
+        )
+    )
+    ids = [i.pk for i in integrations]
+    unread = dict(
+        FetchFailure.objects.filter(integration_id__in=ids)
+        .values("integration_id")
+        .annotate(n=Count("pk"))
+        .values_list("integration_id", "n")
+    )
+    recent: dict[int, list[ProcessedEmail]] = {i: [] for i in ids}
+    quarantined = ProcessedEmail.objects.filter(
+        integration_id__in=ids, outcome=ProcessedEmail.Outcome.QUARANTINED
+    ).order_by("-updated_at")
+    for entry in quarantined[: SET_ASIDE_SHOWN * max(len(ids), 1)]:
+        if len(recent[entry.integration_id]) < SET_ASIDE_SHOWN:
+            recent[entry.integration_id].append(entry)
+    by_id = {i.pk: i for i in integrations}
+    return [
+        MailboxStatus(
+            integration=integration,
+            set_aside=[_set_aside(by_id[integration.pk], entry) for entry in recent[integration.pk]],
+            set_aside_count=integration.set_aside_count,
+            unread=unread.get(integration.pk, 0),
+            resync_note=resync_note(integration),
+        )
+        for integration in integrations
+    ]
+
+
+def _set_aside(integration: Integration, entry: ProcessedEmail) -> SetAside:
+    link = (
+        gmail_web_link(integration.account_address, entry.message_id)
+        if integration.provider == Integration.Provider.GMAIL
+        else outlook_web_link(entry.message_id)
+    )
+    return SetAside(entry.message_id, quarantine_reason(entry.last_error, integration), link, entry.updated_at)
+
+
+def quarantine_reason(last_error: str, integration: Integration) -> str:
+    """Why an email was set aside, in one plain sentence (the technical detail stays in the ledger)."""
+    code = last_error.split(":", 1)[0].strip()
+    provider = integration.get_provider_display()
+    if code.startswith("fetch_"):
+        return f"{provider} would not hand this email over, several times in a row."
+    if code == "llm_blocked":
+        return "The AI declined to read this email (a safety filter)."
+    if code in ("llm_unavailable", "llm_timeout", "llm_rejected"):
+        return "The AI failed every time it was given this email."
+    return "The AI's answers for this email could not be trusted."
+
+
+def resync_note(integration: Integration) -> str:
+    """The last resync of the mailbox in plain words, or ''."""
+    if integration.resynced_at is None or integration.resynced_since is None:
+        return ""
+    note = (
+        f"On {integration.resynced_at:%d %b %Y} the provider had forgotten where Tasklift stopped reading, so "
+        f"Tasklift read again all mail since {integration.resynced_since:%d %b %Y %H:%M} UTC."
+    )
+    if integration.resync_not_read:
+        note += (
+            f" {integration.resync_not_read} older email(s) of that time were more than it reads at once and "
+            "were not read: look through your inbox for them."
+        )
+    return note

@@ -3,31 +3,27 @@ from __future__ import annotations
 import requests
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from config.errors import ApplicationError
 from config.http import request_user
-from extraction.models import ProcessedEmail
-from extraction.selectors import quarantined_list
+from extraction.selectors import mailbox_status_list, quarantined_list
 from extraction.services import ledger_replay
 from integrations.models import Integration
 from integrations.oauth.google import GoogleOAuthFlow
 from integrations.oauth.microsoft import MicrosoftOAuthFlow
 from integrations.providers.base import ProviderError
-from integrations.selectors import integration_get, integration_list
+from integrations.selectors import integration_get
 from integrations.services import gmail_connect, integration_disconnect, outlook_connect
 
 
 @login_required
 @require_GET
 def mailboxes(request: HttpRequest) -> HttpResponse:
-    integrations = integration_list(user=request_user(request)).annotate(
-        quarantined=Count("ledger", filter=Q(ledger__outcome=ProcessedEmail.Outcome.QUARANTINED))
-    )
-    return render(request, "integrations/mailboxes.html", {"integrations": integrations})
+    statuses = mailbox_status_list(user=request_user(request))
+    return render(request, "integrations/mailboxes.html", {"statuses": statuses})
 
 
 @login_required

@@ -371,6 +371,11 @@ class GmailProvider:
         )
 
     def web_link(self, message_id: str) -> str:
-        if self.address:
-            return f"https://mail.google.com/mail/?authuser={quote(self.address)}#all/{message_id}"
-        return f"https://mail.google.com/mail/u/0/#all/{message_id}"
+        return gmail_web_link(self.address, message_id)
+
+
+def gmail_web_link(address: str | None, message_id: str) -> str:
+    """Opens the message in Gmail, in the account of `address` when known."""
+    if address:
+        return f"https://mail.google.com/mail/?authuser={quote(address)}#all/{message_id}"
+    return f"https://mail.google.com/mail/u/0/#all/{message_id}"

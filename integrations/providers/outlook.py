@@ -339,13 +339,14 @@ class OutlookProvider:
             subject=str(message.get("subject") or ""),
             received_at=received_at,
             body_text=text.replace("\r\n", "\n").strip(),
-            web_link=str(message.get("webLink") or self._web_link(message_id)),
+            web_link=str(message.get("webLink") or outlook_web_link(message_id)),
         )
 
-    @staticmethod
-    def _web_link(message_id: str) -> str:
-        item = quote(message_id, safe="")
-        return f"https://outlook.office365.com/owa/?ItemID={item}&exvsurl=1&viewmodel=ReadMessageItem"
+
+def outlook_web_link(message_id: str) -> str:
+    """Opens the message in Outlook on the web."""
+    item = quote(message_id, safe="")
+    return f"https://outlook.office365.com/owa/?ItemID={item}&exvsurl=1&viewmodel=ReadMessageItem"
 
 
 def _received(value: Any) -> datetime | None:

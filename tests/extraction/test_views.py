@@ -108,7 +108,11 @@ def test_mailboxes_page_shows_set_aside_emails_and_replays_them(
     gmail.deliver(rfc822("Odd one", "Please look.\nSANDBOX-ECHO-TEXT: not json\n"))
     run_extraction(consenting_user)
     client.force_login(consenting_user)
-    assert "1 email could not be read reliably" in client.get("/mailboxes/").content.decode()
+    page = client.get("/mailboxes/").content.decode()
+    assert "1 email was set aside" in page
+    assert "The AI&#x27;s answers for this email could not be trusted." in page
+    entry = ProcessedEmail.objects.get()
+    assert f"#all/{entry.message_id}" in page  # a link to open it in Gmail
 
     response = client.post(f"/mailboxes/{gmail.integration.pk}/replay", follow=True)
 
@@ -149,3 +153,35 @@ def test_the_seventh_press_without_javascript_shows_a_429_page(client: Client, c
     assert response.status_code == 429
     assert response["Retry-After"]
     assert "at most 6 extractions a minute" in response.content.decode()
+
+
+def test_mailboxes_page_and_run_record_show_a_resync_and_what_was_not_read(
+    client: Client, gmail: GmailBox, sandbox, consenting_user: User, settings
+) -> None:
+    settings.EXTRACTION_RESYNC_MAX_MESSAGES = 2
+    for n in range(3):
+        gmail.deliver(ask(n))
+    sandbox.expire_history(gmail.address)
+    run = run_extraction(consenting_user)
+    client.force_login(consenting_user)
+
+    page = client.get("/mailboxes/").content.decode()
+    assert "the provider had forgotten where Tasklift stopped reading" in page
+    assert "1 older email(s) of that time were more than it reads at once and were not read" in page
+    record = client.get(f"/runs/{run.pk}").content.decode()
+    assert "Read again from" in record and "1 older email(s)" in record
+    api = client.get(f"/api/extraction/runs/{run.pk}").json()
+    assert api["mailboxes"][0]["resync"] == "expired" and api["mailboxes"][0]["not_read"] == 1
+
+
+def test_mailboxes_page_says_when_an_email_could_not_be_read_yet(
+    client: Client, gmail: GmailBox, sandbox, consenting_user: User
+) -> None:
+    message_id = gmail.deliver(ask(1))
+    sandbox.fault("gmail", 500, route=f"messages/{message_id}", times=None)
+    run_extraction(consenting_user)
+    client.force_login(consenting_user)
+
+    page = client.get("/mailboxes/").content.decode()
+
+    assert "1 email could not be read yet" in page
