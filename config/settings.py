@@ -278,6 +278,7 @@ CELERY_BEAT_SCHEDULE["extraction-schedule"] = {
     "schedule": EXTRACTION_SCHEDULE_MINUTES * 60,
 }
 EXTRACTION_REAPER_SECONDS = env_int("EXTRACTION_REAPER_SECONDS", 30, minimum=1)
+EXTRACTION_QUEUED_STALE_SECONDS = env_int("EXTRACTION_QUEUED_STALE_SECONDS", 120, minimum=1)
 CELERY_BEAT_SCHEDULE["extraction-reaper"] = {
     "task": "extraction.jobs.extraction_reap_job",
     "schedule": EXTRACTION_REAPER_SECONDS,

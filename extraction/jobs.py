@@ -7,6 +7,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 from django.db.models import Exists, F, OuterRef
+from django.utils import timezone
 
 from accounts.models import AIConsent, User
 from extraction.models import ExtractionLease, ExtractionRun
@@ -39,6 +40,8 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
         if ExtractionLease.objects.filter(user_id=run.user_id, run_id=run.pk).exists():
             return  # a live delivery of this same run holds the lease (the broker redelivered it): let it finish
         # Another run of this person is in progress: wait for it rather than run beside it.
+        # Still waiting, not lost: the reaper sends again only jobs of runs that nobody touched for a while.
+        ExtractionRun.objects.filter(pk=run.pk, status=ExtractionRun.Status.QUEUED).update(updated_at=timezone.now())
         if self.request.retries >= self.max_retries:
             extraction_run_give_up(
                 run=run, code="busy", message="Another run of yours kept running too long; this one did not start."

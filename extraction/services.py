@@ -162,9 +162,22 @@ def lease_live_user_ids() -> set[int]:
 
 def extraction_runs_reap() -> tuple[int, int]:
     """Take up again every run left `running` by a runner that died (DESIGN §6): queue it once more, or
-    end it when its worker has died too often. Returns (requeued, given up)."""
+    end it when its worker has died too often. A run `queued` for longer than EXTRACTION_QUEUED_STALE_SECONDS
+    whose job no worker took up (a worker killed whole holds its message until the broker's visibility
+    timeout) is queued once more too: a second message of a run is harmless, since a job of a finished
+    run, or of a run another delivery is running, returns at once. Returns (requeued, given up)."""
     from extraction.jobs import extraction_run_job
 
+    stale = timezone.now() - timedelta(seconds=settings.EXTRACTION_QUEUED_STALE_SECONDS)
+    lost = list(ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED, updated_at__lt=stale))
+    for run in lost:
+        with transaction.atomic():
+            touched = ExtractionRun.objects.filter(
+                pk=run.pk, status=ExtractionRun.Status.QUEUED, updated_at__lt=stale
+            ).update(updated_at=timezone.now())
+            if touched:
+                transaction.on_commit(lambda run=run: _enqueue(run, extraction_run_job))  # type: ignore[misc]
+    requeued_queued = len(lost)
     live = lease_live_user_ids()
     leases = dict(ExtractionLease.objects.values_list("user_id", "run_id"))
     requeued = given_up = 0
@@ -186,9 +199,14 @@ def extraction_runs_reap() -> tuple[int, int]:
             if moved:
                 transaction.on_commit(lambda run=run: _enqueue(run, extraction_run_job))  # type: ignore[misc]
         requeued += moved
-    if requeued or given_up:
-        logger.warning("reaped extraction runs of dead runners: %d queued again, %d given up", requeued, given_up)
-    return requeued, given_up
+    if requeued or given_up or requeued_queued:
+        logger.warning(
+            "reaped extraction runs: %d of dead runners queued again, %d given up, %d lost jobs sent again",
+            requeued,
+            given_up,
+            requeued_queued,
+        )
+    return requeued + requeued_queued, given_up
 
 
 # Ledger -------------------------------------------------------------------------------------------

@@ -40,3 +40,101 @@ def run_extract(email: str, *, crash_point: str = "", timeout: float = 120) -> s
         text=True,
         timeout=timeout,
     )
+
+
+class Forker:
+    """A process that imports Tasklift once, then forks a fresh child for each run or job asked of it.
+
+    Starting `manage.py` costs seconds of imports (google-genai alone is over one); a matrix of crashes
+    pays that once. Each child is still a process of its own, with its own database connections and lease,
+    and dies by SIGKILL exactly as a `manage.py` one would. The forking process itself holds no connection
+    and no thread, so a child inherits nothing that runs. Stop it with `close()`.
+    """
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.processes"],
+            cwd=ROOT,
+            env=process_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def extract(self, email: str, *, crash_point: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`manage.py extract EMAIL` in a child (see run_extract)."""
+        return self._ask({"command": "extract", "email": email, "crash_point": crash_point}, timeout)
+
+    def job(self, run_id: int, *, crash_point: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """What a worker does with a queued run's job (`extraction_run_job`), in a child."""
+        return self._ask({"command": "job", "run_id": run_id, "crash_point": crash_point}, timeout)
+
+    def _ask(self, request: dict[str, object], timeout: float) -> subprocess.CompletedProcess[str]:
+        import json
+        import select
+
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            raise RuntimeError(f"the forking process gave no answer for {request} (exit {self.process.poll()})")
+        answer = json.loads(line)
+        return subprocess.CompletedProcess([str(request)], answer["returncode"], answer["output"], answer["output"])
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def _serve_forks() -> None:
+    """The forking process (`python -m tests.processes`): one JSON request a line in, one answer a line out."""
+    import json
+    import tempfile
+    import traceback
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from extraction.jobs import extraction_run_job
+
+    for line in sys.stdin:
+        request = json.loads(line)
+        with tempfile.TemporaryFile() as output:
+            pid = os.fork()
+            if pid == 0:  # the child: one run or job, then out without any cleanup of the parent's
+                os.dup2(output.fileno(), 1)
+                os.dup2(output.fileno(), 2)
+                code = 0
+                try:
+                    settings.EXTRACTION_CRASH_POINT = request["crash_point"]
+                    if request["command"] == "extract":
+                        call_command("extract", request["email"])
+                    else:
+                        extraction_run_job.apply(args=[request["run_id"]], throw=True)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 1
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            output.seek(0)
+            text = output.read().decode(errors="replace")[-4000:]
+        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status), "output": text}), flush=True)
+
+
+if __name__ == "__main__":
+    _serve_forks()

@@ -333,3 +333,23 @@ def test_a_broker_that_refuses_the_job_ends_the_run_with_a_reason_not_a_500(cons
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["failed", "queue_unavailable"]
     assert ExtractionRun.objects.get().error_message.startswith("The run could not be queued")
+
+
+def test_the_reaper_sends_again_the_job_of_a_run_that_no_worker_took_up(
+    gmail: GmailBox, consenting_user: User, broker_queue: Callable[[], int], settings
+) -> None:
+    gmail.deliver(ask(1))
+    lost = ExtractionRun.objects.create(user=consenting_user, trigger="manual")  # its message died with a worker
+    fresh = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
+    stale = timezone.now() - timedelta(seconds=settings.EXTRACTION_QUEUED_STALE_SECONDS + 1)
+    ExtractionRun.objects.filter(pk=lost.pk).update(updated_at=stale)
+
+    assert extraction_runs_reap() == (1, 0)
+    assert broker_queue() == 1  # only the lost one: the fresh one's job is still on its way
+    assert extraction_runs_reap() == (0, 0)  # sent again once, not at every tick
+
+    extraction_run_job.apply(args=[lost.pk])
+    lost.refresh_from_db()
+    assert lost.status == ExtractionRun.Status.SUCCEEDED
+    fresh.refresh_from_db()
+    assert fresh.status == ExtractionRun.Status.QUEUED

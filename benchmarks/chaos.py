@@ -1,0 +1,661 @@
+"""Chaos: real Celery workers SIGKILLed every few seconds while people's mail is read under faults; then the
+figures that say whether any email was lost, any task duplicated, or any run left stuck.
+
+    uv run python benchmarks/chaos.py [--people 5] [--emails 200] [--duration 60] [--kill-every 4] [--seed 1]
+
+Setup: the sandbox in a process of its own, a fresh database `tasklift_chaos` (dropped at the end), Redis
+database 2 with a Celery queue and cache prefix of its own (`tasklift-chaos`). Each person connects a Gmail
+and an Outlook mailbox; `--emails` per person are split between the two (the seeded mix of benchmarks/common.py).
+
+A clean reference first: the same mail for clean copies of the people, read in this process without any
+fault. Its task set (person, provider, subject, title) is what the chaos must end with.
+
+The chaos, for `--duration` seconds: `--workers` real `celery -A config worker` processes (prefork,
+`--concurrency` each) take the runs; every `--kill-every` s (±50 %) a pool child or a whole worker (its
+process group) is SIGKILLed, and a killed worker is started again. Beat's two jobs run here, every 3 s:
+`extraction_schedule_job` (a run for everyone) and `extraction_reap_job` (runs whose runner died). Faults
+through the sandbox control API:
+- about 20 % of Gemini calls answer 503 or 500 (the sandbox has no probabilistic fault, so `times`-limited
+  faults are topped up every half second to a fifth of the calls just seen);
+- a transient 404 (times=1) on a few Gmail message reads and a few Graph message reads;
+- one message per provider that always fails to fetch (500 on its id, until cleared);
+- one email whose content always makes Gemini fail (500 matched on a string in its body);
+- one Gmail cursor expired half-way (its history forgotten), just before the second half of the mail arrives.
+
+Then the chaos stops (no more kills, transient faults cleared, poison faults kept) and runs are requested
+until every email is in the ledger (at most `--drain-timeout` s). The figures come from the database. Then
+the poison faults are cleared, the quarantined emails replayed (`ledger_replay`) and read again: their tasks
+must come back, and the task set must equal the clean one.
+
+Human-readable figures first; the last line is one JSON object. Exit status 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from email.message import EmailMessage
+from email.utils import format_datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project is one level up
+import contextlib
+
+from benchmarks.common import (
+    ROOT,
+    Mail,
+    SandboxProcess,
+    database_create,
+    database_drop,
+    django_setup,
+    git_version,
+    mail_mix,
+    postgres_server_url,
+)
+
+if TYPE_CHECKING:  # imported for real only after django.setup()
+    from accounts.models import User
+    from sandbox.client import SandboxClient
+
+CHAOS_DATABASE = "tasklift_chaos"
+CHAOS_NAME = "tasklift-chaos"  # its Celery queue and cache prefix
+POISON_MARK = "CHAOS-POISON-GEMINI-7F3A"
+POISON_TEXT = f"Reference {POISON_MARK} for the archive."
+BEAT_EVERY_S = 3.0
+GEMINI_FAULT_SHARE = 0.2
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--people", type=int, default=5, help="people, each with Gmail and Outlook (default 5)")
+    parser.add_argument("--emails", type=int, default=200, help="emails per person, half per mailbox (default 200)")
+    parser.add_argument("--duration", type=float, default=60, help="seconds of chaos (default 60)")
+    parser.add_argument("--kill-every", type=float, default=4, help="mean seconds between kills (default 4)")
+    parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")
+    parser.add_argument("--concurrency", type=int, default=2, help="prefork children per worker (default 2)")
+    parser.add_argument("--llm-latency-ms", type=int, default=200, help="sandbox Gemini latency (default 200)")
+    parser.add_argument("--drain-timeout", type=float, default=240, help="max seconds to finish (default 240)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the mail and of the chaos (default 1)")
+    args = parser.parse_args()
+    if args.people < 4 or args.emails < 20 or args.duration <= 0 or args.kill_every <= 0 or args.workers < 1:
+        parser.error("--people >= 4 (the poisons go to different people), --emails >= 20, positive times")
+    return args
+
+
+# The mail of a person ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Letter:
+    """One email of the mix, as the clean and the chaos copies of a person both receive it."""
+
+    person: int
+    provider: str  # "gmail" | "outlook"
+    subject: str
+    raw: str
+    asks: int
+
+
+def letters(person: int, count: int, seed: int) -> dict[str, list[Letter]]:
+    """A person's mail by provider, in delivery order; person 2's Gmail also holds the Gemini poison."""
+    out: dict[str, list[Letter]] = {}
+    for index, provider in enumerate(("gmail", "outlook")):
+        mix: list[Mail] = mail_mix(
+            count,
+            0.5,
+            seed * 1000 + person * 2 + index,
+            to=f"person{person}@example.com",
+            first_date=datetime.now(UTC) - timedelta(hours=1),
+            step=timedelta(seconds=1),
+        )
+        out[provider] = [Letter(person, provider, _subject(m.raw), m.raw, m.asks) for m in mix]
+    if person == 2:
+        out["gmail"].insert(3, Letter(person, "gmail", "Project 900", _poison(), 1))
+    return out
+
+
+def _subject(raw: str) -> str:
+    return next(line[9:] for line in raw.splitlines() if line.startswith("Subject: "))
+
+
+def _poison() -> str:
+    message = EmailMessage()
+    message["From"] = "Alex Colleague <alex@example.com>"
+    message["To"] = "Person <person2@example.com>"
+    message["Subject"] = "Project 900"
+    message["Date"] = format_datetime(datetime.now(UTC) - timedelta(hours=1))
+    message["Message-ID"] = "<chaos-poison-900@example.com>"
+    message.set_content(f"Hi,\n\n{POISON_TEXT}\nPlease send the report for project 900 by Friday.\n\nAlex\n")
+    return message.as_string()
+
+
+# People and mailboxes -------------------------------------------------------------------------------------------
+@dataclass
+class Person:
+    index: int
+    user: User
+    gmail: str  # mailbox addresses
+    outlook: str
+    letters: dict[str, list[Letter]]
+    delivered: dict[str, Letter] = field(default_factory=dict)  # provider message id -> letter
+
+
+def person_create(
+    client: SandboxClient, sandbox: SandboxProcess, *, kind: str, index: int, count: int, seed: int
+) -> Person:
+    from accounts.services import consent_grant, user_create
+    from benchmarks.extract_outlook import approve_consent_page
+    from integrations.oauth.microsoft import MicrosoftOAuthFlow
+    from integrations.providers.gmail import gmail_credentials
+    from integrations.providers.outlook import graph_session
+    from integrations.services import gmail_connect, outlook_connect
+
+    user = user_create(email=f"{kind}{index}@tasklift.test", password="chaos-only-password-never-used")
+    consent_grant(user=user)
+    gmail, outlook = f"{kind}{index}@example.com", f"{kind}{index}@outlook.example.com"
+    client.create_mailbox(gmail)
+    tokens = client.issue_token(gmail, expires_in=24 * 3600)
+    gmail_connect(
+        user=user,
+        credentials=gmail_credentials(
+            access_token=tokens["access_token"],
+            refresh_token=tokens["refresh_token"],
+            expiry=datetime.fromisoformat(tokens["expiry"]),
+        ),
+    )
+    client.create_outlook_mailbox(outlook)
+    from importlib import import_module
+
+    from django.conf import settings
+
+    flow = MicrosoftOAuthFlow(import_module(settings.SESSION_ENGINE).SessionStore())
+    params = approve_consent_page(graph_session(), flow.get_authorization_url(login_hint=outlook), outlook)
+    msal_cache, home_account_id, access_token = flow.get_token_cache(params=params)
+    outlook_connect(user=user, msal_cache=msal_cache, home_account_id=home_account_id, access_token=access_token)
+    person = Person(index, user, gmail, outlook, letters(index, count // 2, seed))
+    run_now(person.user)  # the first read of the empty mailboxes: Outlook's first deltaLink
+    return person
+
+
+def deliver(client: SandboxClient, person: Person, *, half: int) -> None:
+    """The first (0) or second (1) half of each of the person's mailboxes."""
+    for provider, mail in person.letters.items():
+        middle = len(mail) // 2
+        for letter in mail[:middle] if half == 0 else mail[middle:]:
+            if provider == "gmail":
+                message_id = client.deliver(person.gmail, letter.raw)["id"]
+            else:
+                message_id = client.deliver_outlook(person.outlook, letter.raw)["id"]
+            person.delivered[str(message_id)] = letter
+
+
+def run_now(user: User) -> Any:
+    from extraction.models import ExtractionRun
+    from extraction.pipeline import extraction_run_execute
+
+    run = extraction_run_execute(run=ExtractionRun.objects.create(user=user, trigger=ExtractionRun.Trigger.ADMIN))
+    if run.status != ExtractionRun.Status.SUCCEEDED:
+        raise RuntimeError(f"a run without faults did not succeed: {run.status} {run.error_message}")
+    return run
+
+
+def task_keys(users: list[User]) -> Counter[tuple[int, str, str, str]]:
+    """(person, provider, email subject, title) of every task of `users` (person = position in `users`)."""
+    from tasks.models import Task
+
+    position = {u.pk: i for i, u in enumerate(users)}
+    rows = Task.objects.filter(user__in=users).values_list("user_id", "integration__provider", "email_subject", "title")
+    return Counter((position[u], p, s, t) for u, p, s, t in rows)
+
+
+# The workers ----------------------------------------------------------------------------------------------------
+class Workers:
+    """`--workers` real Celery workers on the chaos queue, each in a process group of its own."""
+
+    def __init__(self, count: int, concurrency: int, env: dict[str, str], log: IO[bytes]) -> None:
+        self.concurrency, self.env, self.log = concurrency, env, log
+        self.processes: list[subprocess.Popen[bytes] | None] = [None] * count
+        self.kills = Counter[str]()
+        for slot in range(count):
+            self.start(slot)
+
+    def start(self, slot: int) -> None:
+        command = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "prefork"]
+        command += ["--concurrency", str(self.concurrency), "-Q", CHAOS_NAME, "-n", f"chaos{slot}@%h"]
+        command += ["--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"]
+        self.processes[slot] = subprocess.Popen(
+            command, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def children(self, slot: int) -> list[int]:
+        process = self.processes[slot]
+        if process is None or process.poll() is not None:
+            return []
+        try:
+            return [int(p) for p in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()]
+        except OSError:
+            return []
+
+    def ready(self) -> bool:
+        return all(len(self.children(slot)) >= self.concurrency for slot in range(len(self.processes)))
+
+    def kill_one(self, rng: random.Random) -> str:
+        """SIGKILL a random pool child (two times in three) or a whole worker, which is started again."""
+        slot = rng.randrange(len(self.processes))
+        children = self.children(slot)
+        if children and rng.random() < 2 / 3:
+            _kill(rng.choice(children))
+            self.kills["pool_child"] += 1
+            return "pool child"
+        self._kill_group(slot)
+        self.kills["worker"] += 1
+        self.start(slot)
+        return "worker"
+
+    def _kill_group(self, slot: int) -> None:
+        process = self.processes[slot]
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # the worker and its pool, as when its machine dies
+        process.wait(timeout=30)
+        self.processes[slot] = None
+
+    def restart_dead(self) -> None:
+        for slot, process in enumerate(self.processes):
+            if process is None or process.poll() is not None:
+                self._kill_group(slot)
+                self.start(slot)
+
+    def stop(self) -> None:
+        for slot in range(len(self.processes)):
+            self._kill_group(slot)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+# Faults -----------------------------------------------------------------------------------------------------------
+class GeminiFaults:
+    """About a fifth of Gemini calls fail: after each look at the request log, a `times`-limited 5xx fault for a
+    fifth of the calls just seen (the sandbox has no probabilistic fault)."""
+
+    def __init__(self, client: SandboxClient, rng: random.Random) -> None:
+        self.client, self.rng = client, rng
+        self.calls = 0
+        self.faulted = 0
+        self.injected = 0  # the `times` of the faults set here (the poison's 5xx are not among them)
+        self.carry = 0.0
+
+    def tick(self) -> None:
+        posts = [r for r in self.client.requests("gemini") if r["method"] == "POST"]
+        self.client.clear_requests()
+        self.calls += len(posts)
+        self.faulted += sum(1 for r in posts if (r["status"] or 0) >= 500)
+        self.carry += GEMINI_FAULT_SHARE * len(posts)
+        times = int(self.carry)
+        if times:
+            self.carry -= times
+            self.injected += times
+            self.client.fault("gemini", self.rng.choice((500, 503)), times=times)
+
+
+# Beat -------------------------------------------------------------------------------------------------------------
+def beat() -> None:
+    """What beat would send every few seconds, run here."""
+    from django.db import close_old_connections
+
+    from extraction.jobs import extraction_reap_job, extraction_schedule_job
+
+    close_old_connections()
+    extraction_reap_job()
+    extraction_schedule_job()
+
+
+def reap() -> None:
+    from django.db import close_old_connections
+
+    from extraction.jobs import extraction_reap_job
+
+    close_old_connections()
+    extraction_reap_job()
+
+
+def ledger(people: list[Person]) -> dict[str, str]:
+    """Outcome of every delivered email of `people` in the ledger, by message id."""
+    from extraction.models import ProcessedEmail
+
+    users = [p.user for p in people]
+    return dict(ProcessedEmail.objects.filter(integration__user__in=users).values_list("message_id", "outcome"))
+
+
+def active_runs() -> int:
+    from extraction.models import ExtractionRun
+
+    return ExtractionRun.objects.filter(status__in=(ExtractionRun.Status.RUNNING, ExtractionRun.Status.QUEUED)).count()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, *, tick: Callable[[], None] = beat) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tick()
+        if condition():
+            return True
+        time.sleep(BEAT_EVERY_S)
+    return condition()
+
+
+# The benchmark ------------------------------------------------------------------------------------------------------
+def bench(args: argparse.Namespace, sandbox: SandboxProcess, worker_log: IO[bytes]) -> dict[str, Any]:
+    from extraction.models import ExtractionRun, ProcessedEmail
+    from extraction.services import extraction_run_request, ledger_replay
+    from sandbox.client import SandboxClient
+
+    rng = random.Random(args.seed)
+    client = SandboxClient(sandbox.url, timeout=60)
+    client.reset()
+
+    # The clean reference --------------------------------------------------------------------------------------
+    started = time.perf_counter()
+    clean = [
+        person_create(client, sandbox, kind="clean", index=i, count=args.emails, seed=args.seed)
+        for i in range(args.people)
+    ]
+    for person in clean:
+        deliver(client, person, half=0)
+        deliver(client, person, half=1)
+        run_now(person.user)
+    expected = task_keys([p.user for p in clean])
+    for person in clean:
+        person.user.delete()  # out of the schedule's way
+    clean_s = time.perf_counter() - started
+    print(f"clean: {sum(expected.values())} tasks from {args.people * args.emails + 1} emails, in {clean_s:.1f} s")
+
+    people = [
+        person_create(client, sandbox, kind="chaos", index=i, count=args.emails, seed=args.seed)
+        for i in range(args.people)
+    ]
+    for person in people:
+        deliver(client, person, half=0)
+    client.clear_requests()
+    client.set_gemini_latency(args.llm_latency_ms)
+
+    # The faults ------------------------------------------------------------------------------------------------
+    def first_half(person: Person, provider: str) -> list[str]:
+        return [m for m, letter in person.delivered.items() if letter.provider == provider]
+
+    fetch_poison = {
+        "gmail": rng.choice(first_half(people[0], "gmail")),
+        "outlook": rng.choice(first_half(people[1], "outlook")),
+    }
+    gemini_poison = next(m for m, letter in people[2].delivered.items() if letter.subject == "Project 900")
+    poison_spec: dict[str, tuple[str, dict[str, str]]] = {  # message id -> (service, what the fault matches)
+        fetch_poison["gmail"]: ("gmail", {"route": f"messages/{re.escape(fetch_poison['gmail'])}"}),
+        fetch_poison["outlook"]: ("graph", {"route": f"messages/{re.escape(fetch_poison['outlook'])}"}),
+        gemini_poison: ("gemini", {"match": POISON_MARK}),
+    }
+    poison_faults = {
+        m: client.fault(service, 500, times=None, **spec)["id"] for m, (service, spec) in poison_spec.items()
+    }
+    transient: dict[str, int] = {}  # message id -> fault id
+    for person in people[3:]:
+        for provider, service in (("gmail", "gmail"), ("outlook", "graph")):
+            for message_id in rng.sample(first_half(person, provider), 2):
+                route = f"messages/{re.escape(message_id)}"
+                transient[message_id] = client.fault(service, 404, route=route, times=1)["id"]
+    expired = people[3].gmail
+
+    # The chaos -------------------------------------------------------------------------------------------------------
+    workers = Workers(args.workers, args.concurrency, dict(os.environ), worker_log)
+    try:
+        deadline = time.monotonic() + 120
+        while not workers.ready():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Celery workers did not start within 120 s")
+            time.sleep(0.5)
+        print(f"chaos: {args.workers} workers x {args.concurrency} pool children ready; {args.duration:.0f} s of kills")
+        gemini = GeminiFaults(client, rng)
+        chaos_started = time.monotonic()
+        next_kill = chaos_started + rng.uniform(0.5, 1.5) * args.kill_every
+        next_beat = chaos_started
+        second_half = False
+        while (now := time.monotonic()) < chaos_started + args.duration:
+            gemini.tick()
+            if now >= next_beat:
+                beat()
+                next_beat = now + BEAT_EVERY_S
+            if now >= next_kill:
+                workers.kill_one(rng)
+                next_kill = now + rng.uniform(0.5, 1.5) * args.kill_every
+            if not second_half and now >= chaos_started + args.duration / 2:
+                client.expire_history(expired)  # one cursor expired half-way, with mail still to come
+                for person in people:
+                    deliver(client, person, half=1)
+                second_half = True
+            workers.restart_dead()
+            time.sleep(0.5)
+        chaos_s = time.monotonic() - chaos_started
+
+        # Stop the chaos and let the system finish on its own ---------------------------------------------------
+        gemini.tick()
+        hits = {f["id"]: f["hits"] for f in client.call("GET", "/faults")["faults"]}
+        transient_hits = sum(hits.get(fid, 0) for fid in transient.values())
+        client.clear_faults()  # the transient ones go; the poison ones are set again, their hits carried
+        poison_hits = {m: hits.get(fid, 0) for m, fid in poison_faults.items()}
+        for message_id in poison_faults:
+            service, spec = poison_spec[message_id]
+            poison_faults[message_id] = client.fault(service, 500, times=None, **spec)["id"]
+        client.set_gemini_latency(0)
+        workers.restart_dead()
+        every_email = {m for p in people for m in p.delivered}
+        poison = set(poison_faults)
+
+        def poison_taking_effect() -> set[str]:
+            hits = {f["id"]: f["hits"] for f in client.call("GET", "/faults")["faults"]}
+            return {m for m, fid in poison_faults.items() if poison_hits[m] + hits.get(fid, 0) > 0}
+
+        def drained() -> bool:  # every email in the ledger, but a poison one whose fault was never met
+            return every_email - (poison - poison_taking_effect()) <= ledger(people).keys()
+
+        drain_started = time.monotonic()
+        finished = wait_until(drained, args.drain_timeout)
+        drain_s = time.monotonic() - drain_started
+        poison_hit = poison_taking_effect()
+        wait_until(lambda: active_runs() == 0, 60, tick=reap)  # no new runs now: those left must end
+
+        # The figures, from the database -----------------------------------------------------------------------
+        held = ledger(people)
+        quarantined = {m for m, outcome in held.items() if outcome == ProcessedEmail.Outcome.QUARANTINED}
+        got = task_keys([p.user for p in people])
+        letter_of = {m: letter for p in people for m, letter in p.delivered.items()}
+
+        def email_key(message_id: str) -> tuple[int, str, str]:
+            letter = letter_of[message_id]
+            return letter.person, letter.provider, letter.subject
+
+        set_aside = {email_key(m) for m in quarantined}
+        wanted = Counter({k: n for k, n in expected.items() if k[:3] not in set_aside})
+        missing = wanted - got
+        short = {k[:3] for k in missing}  # emails with fewer tasks than the clean run gave them
+        lost = {m for m in every_email - poison if m not in held} | {
+            m for m in held.keys() - quarantined if email_key(m) in short
+        }
+        duplicates = sum((got - expected).values())
+        runs = Counter(ExtractionRun.objects.values_list("status", flat=True))
+        figures: dict[str, Any] = {
+            "emails": len(every_email),
+            "expected_tasks": sum(expected.values()),
+            "tasks": sum(got.values()),
+            "tasks_wanted": sum(wanted.values()),
+            "duplicates": duplicates,
+            "lost": len(lost),
+            "quarantined": len(quarantined),
+            "poison": len(poison_hit),
+            "quarantined_is_poison": quarantined == poison_hit,
+            "stuck_runs": active_runs(),
+            "runs": sum(runs.values()),
+            "runs_by_status": dict(runs),
+            "kills": sum(workers.kills.values()),
+            "kills_pool_children": workers.kills["pool_child"],
+            "kills_workers": workers.kills["worker"],
+            "gemini_calls": gemini.calls,
+            "gemini_5xx": gemini.faulted,
+            "gemini_5xx_set": gemini.injected,
+            "transient_404_faults": len(transient),
+            "transient_404_hits": transient_hits,
+            "poison_never_hit": sorted(poison_spec[m][0] for m in poison - poison_hit),
+            "cursor_expired": expired,
+            "drained": finished,
+            "missing_tasks": sum(missing.values()),
+            "chaos_s": round(chaos_s, 1),
+            "drain_s": round(drain_s, 1),
+        }
+
+        # Replay the quarantined emails once their fault is gone -----------------------------------------------
+        client.clear_faults()
+        client.set_gemini_latency(0)
+        replayed = ledger_replay(entries=list(ProcessedEmail.objects.filter(message_id__in=quarantined)))
+        owners = {p.user.pk: p.user for p in people for m in quarantined if m in p.delivered}
+        for user in owners.values():
+            extraction_run_request(user=user, trigger=ExtractionRun.Trigger.ADMIN)
+
+        def replay_done() -> bool:
+            held = ledger(people)
+            return all(held.get(m) not in (None, ProcessedEmail.Outcome.QUARANTINED) for m in quarantined)
+
+        wait_until(replay_done, 120, tick=reap)
+        wait_until(lambda: active_runs() == 0, 60, tick=reap)
+        after = task_keys([p.user for p in people])
+        figures.update(
+            replayed=replayed,
+            tasks_after_replay=sum(after.values()),
+            replayed_tasks_back=replay_done() and after == expected,
+        )
+    finally:
+        workers.stop()
+    checks = {
+        "duplicates == 0": figures["duplicates"] == 0,
+        "lost == 0": figures["lost"] == 0,
+        "quarantined == the poison emails": figures["quarantined_is_poison"],
+        "stuck_runs == 0": figures["stuck_runs"] == 0,
+        "every email handled before the drain timeout": figures["drained"],
+        "final tasks == clean minus the quarantined emails' tasks": figures["missing_tasks"] == 0 and duplicates == 0,
+        "replayed tasks came back": figures["replayed_tasks_back"],
+    }
+    figures["checks_failed"] = [name for name, ok in checks.items() if not ok]
+    return figures
+
+
+def report(f: dict[str, Any]) -> None:
+    print(
+        f"chaos: {f['chaos_s']} s, {f['kills']} SIGKILLs ({f['kills_pool_children']} pool children, "
+        f"{f['kills_workers']} whole workers); {f['gemini_5xx']} of {f['gemini_calls']} Gemini calls answered 5xx "
+        f"({f['gemini_5xx_set']} set at random, the rest the poison's); "
+        f"{f['transient_404_hits']} transient 404s of {f['transient_404_faults']} set; cursor of {f['cursor_expired']} "
+        "expired half-way"
+    )
+    print(
+        f"drain: {'every email handled' if f['drained'] else 'NOT every email handled'} after {f['drain_s']} s; "
+        f"{f['runs']} runs {f['runs_by_status']}, {f['stuck_runs']} still queued or running"
+    )
+    print(
+        f"mail:  {f['emails']} emails; {f['tasks']} tasks of {f['expected_tasks']} in the clean run "
+        f"({f['tasks_wanted']} without the quarantined emails'); {f['duplicates']} duplicates, {f['lost']} lost, "
+        f"{f['missing_tasks']} tasks missing"
+    )
+    never = f" (never hit: {', '.join(f['poison_never_hit'])})" if f["poison_never_hit"] else ""
+    print(
+        f"poison: {f['quarantined']} quarantined for {f['poison']} poison emails whose fault took effect{never}; "
+        f"replayed {f['replayed']}: their tasks {'came back' if f['replayed_tasks_back'] else 'did NOT come back'} "
+        f"({f['tasks_after_replay']} tasks after the replay)"
+    )
+    for name in f["checks_failed"]:
+        print(f"CHECK FAILED: {name}")
+
+
+def redis_cleanup() -> None:
+    """Remove this benchmark's queue, its unacknowledged messages and its cache keys from Redis database 2."""
+    import redis
+    from django.conf import settings
+
+    connection = redis.Redis.from_url(settings.REDIS_URL)
+    for pattern in (f"{CHAOS_NAME}*", f"_kombu.binding.{CHAOS_NAME}*"):
+        keys = list(connection.scan_iter(match=pattern, count=1000))
+        if keys:
+            connection.delete(*keys)
+    for tag, value in connection.hgetall("unacked").items():  # kombu's, shared by every queue of the database
+        try:
+            routing_key = json.loads(value)[2]
+        except (ValueError, IndexError, TypeError):
+            continue
+        if routing_key == CHAOS_NAME:
+            connection.hdel("unacked", tag)
+            connection.zrem("unacked_index", tag)
+
+
+def main() -> int:
+    args = parse_args()
+    print(
+        f"benchmark chaos: {args.people} people x {args.emails} emails (Gmail and Outlook), {args.duration:.0f} s of "
+        f"kills every ~{args.kill_every:g} s, {args.workers} workers x {args.concurrency}, seed {args.seed}"
+    )
+    started = time.perf_counter()
+    sandbox = SandboxProcess(require_tls=True)
+    worker_log = tempfile.TemporaryFile()  # noqa: SIM115  closed in the finally below
+    created: str | None = None
+    django_ready = False
+    try:
+        sandbox.wait_ready()
+        server_url = postgres_server_url()
+        database_url = database_create(server_url, CHAOS_DATABASE)
+        created = server_url
+        os.environ["CELERY_QUEUE"] = CHAOS_NAME
+        os.environ.setdefault("GEMINI_RETRY_INITIAL_DELAY_S", "0.25")  # the 5xx retries, shorter than production's
+        django_setup(sandbox=sandbox, database_url=database_url, cache_prefix=CHAOS_NAME)
+        django_ready = True
+        redis_cleanup()  # what an earlier run killed before its own cleanup left behind
+        print(f"setup: sandbox at {sandbox.url} and {sandbox.tls_url}, database {CHAOS_DATABASE}, queue {CHAOS_NAME}")
+        figures = bench(args, sandbox, worker_log)
+    except BaseException:
+        worker_log.seek(0)
+        print(worker_log.read().decode(errors="replace")[-3000:], file=sys.stderr)
+        raise
+    finally:
+        try:
+            if django_ready:
+                from django.db import connections
+
+                redis_cleanup()
+                connections.close_all()
+            if created is not None:
+                database_drop(created, CHAOS_DATABASE)
+        finally:
+            sandbox.stop()
+            worker_log.close()
+    figures.update(
+        wall_s=round(time.perf_counter() - started, 1),
+        people=args.people,
+        emails_per_person=args.emails,
+        seed=args.seed,
+        git=git_version(),
+    )
+    report(figures)
+    print(json.dumps(figures))
+    return 1 if figures["checks_failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The crash-point matrix (DESIGN §6: "worker, process or database killed anywhere").
+
+A real run, in a process of its own, over mail that spans three batches of a Gmail and an Outlook mailbox,
+is killed with SIGKILL at each named point of extraction/crashpoints.py, each at least twice (at its first
+and its second pass, or, for the points a run passes once, killed again while it is taken up). Then, with
+no person involved (the reaper and a worker, as beat and Celery would run them), every email is handled
+once, no task is duplicated, no cursor is ever ahead of handled mail, no run is left `running`, and the
+person can start a new run at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from django.db.models import Count
+
+from accounts.models import User
+from extraction.jobs import extraction_run_job
+from extraction.models import ExtractionRun, ProcessedEmail
+from extraction.services import extraction_runs_reap
+from sandbox.client import SandboxClient
+from tasks.models import Task
+from tests.conftest import GmailBox, OutlookBox, run_extraction
+from tests.mail import ask, no_ask
+from tests.processes import Forker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+KILLED = -signal.SIGKILL
+# Gmail's 15 emails come first (integrations are read in provider order), then Outlook's 12: batch 1 is
+# Gmail's first ten, batch 2 mixes both mailboxes, batch 3 is Outlook's rest. Every third email asks nothing.
+GMAIL_MAIL = [(100 + n, n % 3 != 2) for n in range(15)]
+OUTLOOK_MAIL = [(200 + n, n % 3 != 1) for n in range(12)]
+EMAIL_NUMBER = re.compile(r"\b(?:[Pp]roject|[Uu]pdate) (\d{3})\b")
+
+
+@dataclass(frozen=True)
+class Case:
+    point: str
+    nth: int = 1  # killed at the n-th pass of the point
+    again: bool = False  # and once more at the same point while the run is taken up again
+    handled_at_kill: int = 0  # emails in the ledger when the process dies (whole batches only)
+    spent_twice: bool = False  # the batch in flight had its Gemini answer paid for, then lost
+
+
+CASES = [
+    pytest.param(Case("fetch", 1), id="fetch-gmail"),
+    pytest.param(Case("fetch", 2), id="fetch-outlook"),
+    pytest.param(Case("llm_call", 1, spent_twice=True), id="llm_call-batch1"),
+    pytest.param(Case("llm_call", 2, handled_at_kill=10, spent_twice=True), id="llm_call-batch2"),
+    pytest.param(Case("batch_tx", 1, spent_twice=True), id="batch_tx-batch1"),
+    pytest.param(Case("batch_tx", 2, handled_at_kill=10, spent_twice=True), id="batch_tx-batch2"),
+    pytest.param(Case("after_batch", 1, handled_at_kill=10), id="after_batch-batch1"),
+    pytest.param(Case("after_batch", 2, handled_at_kill=20), id="after_batch-batch2"),
+    pytest.param(Case("cursor_tx", handled_at_kill=27), id="cursor_tx"),
+    pytest.param(Case("cursor_tx", handled_at_kill=27, again=True), id="cursor_tx-twice"),
+    pytest.param(Case("after_commit", handled_at_kill=27), id="after_commit"),
+    pytest.param(Case("after_commit", handled_at_kill=27, again=True), id="after_commit-twice"),
+]
+
+
+@pytest.fixture(scope="module")
+def forker(django_db_setup: None, django_db_blocker) -> Iterator[Forker]:  # type: ignore[no-untyped-def]
+    with django_db_blocker.unblock():
+        forks = Forker()
+    yield forks
+    forks.close()
+
+
+@dataclass
+class Mail:
+    """What was delivered: provider message id -> the email's number, per mailbox, and which ones ask."""
+
+    gmail: dict[str, int] = field(default_factory=dict)
+    outlook: dict[str, int] = field(default_factory=dict)
+    asking: set[str] = field(default_factory=set)
+
+    def deliver(self, box: GmailBox | OutlookBox, numbers: list[tuple[int, bool]]) -> None:
+        for number, asks in numbers:
+            message_id = box.deliver(ask(number) if asks else no_ask(number))
+            (self.gmail if isinstance(box, GmailBox) else self.outlook)[message_id] = number
+            if asks:
+                self.asking.add(message_id)
+
+    def ledger_keys(self, gmail: GmailBox, outlook: OutlookBox) -> set[tuple[int, str]]:
+        return {(gmail.integration.pk, i) for i in self.gmail} | {(outlook.integration.pk, i) for i in self.outlook}
+
+
+def gemini_emails(sandbox: SandboxClient) -> list[set[int]]:
+    """For each Gemini call so far, the numbers of the emails in its prompt."""
+    return [
+        {int(n) for n in EMAIL_NUMBER.findall(json.loads(r["body"])["contents"][0]["parts"][0]["text"])}
+        for r in sandbox.requests("gemini")
+        if r["method"] == "POST"
+    ]
+
+
+def assert_ledger_and_tasks_agree(mail: Mail) -> None:
+    """A batch's tasks and ledger rows are written together or not at all: an email is in the ledger
+    exactly when its task (if it asks) exists, and once."""
+    in_ledger = dict(ProcessedEmail.objects.values_list("message_id", "outcome"))
+    tasks_by_email = Counter(Task.objects.values_list("source_id", flat=True))
+    for message_id, outcome in in_ledger.items():
+        wanted = ProcessedEmail.Outcome.TASKS if message_id in mail.asking else ProcessedEmail.Outcome.NO_TASKS
+        assert outcome == wanted, message_id
+    assert set(tasks_by_email) == {i for i in in_ledger if i in mail.asking}
+    assert set(tasks_by_email.values()) <= {1}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_run_killed_anywhere_is_finished_without_a_person(
+    case: Case,
+    gmail: GmailBox,
+    outlook: OutlookBox,
+    sandbox: SandboxClient,
+    consenting_user: User,
+    forker: Forker,
+    broker_queue: Callable[[], int],
+) -> None:
+    mail = Mail()
+    mail.deliver(gmail, GMAIL_MAIL)
+    mail.deliver(outlook, OUTLOOK_MAIL)
+    before = (gmail.cursor, outlook.cursor)
+
+    # The kill -------------------------------------------------------------------------------------------
+    killed = forker.extract(consenting_user.email, crash_point=f"{case.point}:{case.nth}")
+    assert killed.returncode == KILLED, killed.stdout
+    dead = ExtractionRun.objects.latest("created_at")
+    lost_batch = gemini_emails(sandbox)[-1] if case.spent_twice else set()
+    assert ProcessedEmail.objects.count() == case.handled_at_kill
+    assert_ledger_and_tasks_agree(mail)
+    if case.point == "after_commit":
+        assert dead.status == ExtractionRun.Status.SUCCEEDED  # the outcome was committed; only the lease is left
+        assert gmail.cursor == gmail.history_id()
+    else:
+        assert dead.status == ExtractionRun.Status.RUNNING  # nothing could record its death
+        assert (gmail.cursor, outlook.cursor) == before  # no cursor ahead of handled mail
+
+    # Recovery: the reaper (beat, every 30 s) and a worker taking up the queued job -----------------------
+    if case.point == "after_commit":
+        assert extraction_runs_reap() == (0, 0)  # a finished run is never taken up again
+        if case.again:  # new mail, and the person's next run dies holding the lease as well
+            mail.deliver(gmail, [(120 + n, True) for n in range(3)])
+            assert forker.extract(consenting_user.email, crash_point="after_commit").returncode == KILLED
+            assert ExtractionRun.objects.latest("created_at").status == ExtractionRun.Status.SUCCEEDED
+            assert extraction_runs_reap() == (0, 0)
+    else:
+        assert extraction_runs_reap() == (1, 0)
+        assert broker_queue() == 1
+        if case.again:  # the worker that takes the job up dies at the same point
+            rekilled = forker.job(dead.pk, crash_point=case.point)
+            assert rekilled.returncode == KILLED, rekilled.stdout
+            assert (gmail.cursor, outlook.cursor) == before
+            assert extraction_runs_reap() == (1, 0)
+        extraction_run_job.apply(args=[dead.pk])
+        dead.refresh_from_db()
+        assert dead.status == ExtractionRun.Status.SUCCEEDED, dead.error_message
+        assert extraction_runs_reap() == (0, 0)
+
+    # Every email handled once, no duplicate, no cursor behind or ahead, nothing left running -------------
+    assert not ExtractionRun.objects.filter(status=ExtractionRun.Status.RUNNING).exists()
+    assert set(ProcessedEmail.objects.values_list("integration_id", "message_id")) == mail.ledger_keys(gmail, outlook)
+    assert ProcessedEmail.objects.count() == len(mail.gmail) + len(mail.outlook)
+    assert_ledger_and_tasks_agree(mail)
+    assert Task.objects.count() == len(mail.asking)
+    assert not Task.objects.values("user", "source", "source_id", "title_key").annotate(n=Count("id")).filter(n__gt=1)
+    assert gmail.cursor == gmail.history_id()
+    assert outlook.cursor != before[1]
+
+    # Gemini was paid once per email; only the batch whose answer died with the process is asked again ------
+    sent = Counter(n for call in gemini_emails(sandbox) for n in call)
+    numbers = [*mail.gmail.values(), *mail.outlook.values()]
+    assert set(sent) == set(numbers)
+    assert {n for n, times in sent.items() if times > 1} <= lost_batch
+    assert max(sent.values()) <= 2
+
+    # The person can start a new run at once, and it finds nothing left to do ------------------------------
+    calls = len(gemini_emails(sandbox))
+    fresh = run_extraction(consenting_user)  # raises LeaseBusy if a dead runner still held the lease
+    assert fresh.status == ExtractionRun.Status.SUCCEEDED, fresh.error_message
+    assert (fresh.emails_fetched, fresh.llm_calls) == (0, 0)
+    assert len(gemini_emails(sandbox)) == calls
