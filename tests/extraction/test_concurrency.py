@@ -353,3 +353,42 @@ def test_the_reaper_sends_again_the_job_of_a_run_that_no_worker_took_up(
     assert lost.status == ExtractionRun.Status.SUCCEEDED
     fresh.refresh_from_db()
     assert fresh.status == ExtractionRun.Status.QUEUED
+
+
+def test_a_run_whose_database_was_lost_under_it_is_taken_up_again(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.processes import ROOT, process_env
+
+    for n in range(3):
+        gmail.deliver(ask(n))
+    sandbox.set_gemini_latency(1500)
+    child = subprocess.Popen(
+        [sys.executable, "manage.py", "extract", consenting_user.email],
+        cwd=ROOT,
+        env=process_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until(lambda: gemini_posts(sandbox) == 1, timeout=60)
+    with connection.cursor() as cursor:  # PostgreSQL drops every connection but this test's
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    child.communicate(timeout=60)
+    sandbox.set_gemini_latency(0)
+
+    # Whether the runner could still record its failure or died with the run `running`, the reaper
+    # (what beat calls every EXTRACTION_REAPER_SECONDS) leaves no run running and the work gets done.
+    extraction_runs_reap()
+    for run in ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED):
+        extraction_run_job.apply(args=[run.pk])
+    assert not ExtractionRun.objects.filter(status=ExtractionRun.Status.RUNNING).exists()
+    assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.count() == 3
+    assert gmail.cursor == gmail.history_id()
