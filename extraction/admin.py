@@ -38,6 +38,6 @@ class ProcessedEmailAdmin(admin.ModelAdmin[ProcessedEmail]):
 
 @admin.register(ExtractionLease)
 class ExtractionLeaseAdmin(admin.ModelAdmin[ExtractionLease]):
-    list_display = ("user", "token", "run", "expires_at")
+    list_display = ("user", "token", "run")
     search_fields = ("user__email",)
-    readonly_fields = ("user", "token", "run", "expires_at")
+    readonly_fields = ("user", "token", "run")

@@ -6,12 +6,13 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from accounts.models import AIConsent, User
-from extraction.models import ExtractionLease, ExtractionRun
+from extraction.models import ExtractionRun
 from extraction.pipeline import LeaseBusy, extraction_run_execute
+from extraction.selectors import run_is_being_run
 from extraction.services import extraction_run_give_up, extraction_run_request, extraction_runs_reap
 from integrations.models import Integration
 
@@ -23,10 +24,7 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
     run = ExtractionRun.objects.filter(pk=run_id).first()
     if run is None or run.is_finished:
         return  # deleted, or a redelivered message of a run that already ended
-    if self.request.retries == 0:  # a delivery, not one of our own LeaseBusy retries
-        ExtractionRun.objects.filter(pk=run.pk).update(deliveries=F("deliveries") + 1)
-        run.refresh_from_db(fields=["deliveries"])
-    if run.deliveries > settings.EXTRACTION_MAX_DELIVERIES:
+    if run.deliveries >= settings.EXTRACTION_MAX_DELIVERIES:
         # acks_late redelivers a job whose worker died; a job that kills its worker every time stops here.
         extraction_run_give_up(
             run=run,
@@ -37,8 +35,8 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
     try:
         extraction_run_execute(run=run)
     except LeaseBusy as busy:
-        if ExtractionLease.objects.filter(user_id=run.user_id, run_id=run.pk).exists():
-            return  # a live delivery of this same run holds the lease (the broker redelivered it): let it finish
+        if run_is_being_run(run=run):
+            return  # a live delivery of this same run holds the lease (a message sent twice): let it finish
         # Another run of this person is in progress: wait for it rather than run beside it.
         # Still waiting, not lost: the reaper sends again only jobs of runs that nobody touched for a while.
         ExtractionRun.objects.filter(pk=run.pk, status=ExtractionRun.Status.QUEUED).update(updated_at=timezone.now())

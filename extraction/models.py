@@ -13,7 +13,6 @@ class ExtractionLease(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True)
     token = models.BigIntegerField(default=0)
     run = models.ForeignKey("ExtractionRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    expires_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"lease {self.user_id} #{self.token}"
@@ -43,7 +42,7 @@ class ExtractionRun(TimeStampedModel):
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     lease_token = models.BigIntegerField(null=True, blank=True)
-    deliveries = models.PositiveIntegerField(default=0)  # times a worker took up its job (redeliveries count)
+    deliveries = models.PositiveIntegerField(default=0)  # times a runner took the lease for it (restarts count)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     emails_fetched = models.PositiveIntegerField(default=0)

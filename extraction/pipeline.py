@@ -24,13 +24,14 @@ from extraction.crashpoints import crash_point
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
 from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.prompt import temp_id
+from extraction.selectors import resync_note
 from extraction.services import (
     LedgerEntry,
-    fetch_failure_count,
+    fetch_failure_record,
     lease_acquire,
+    lease_alive,
     lease_holds,
     lease_release,
-    lease_renew,
     ledger_known,
     ledger_record,
 )
@@ -121,21 +122,7 @@ class Mailbox:
         }
 
     def resync_note(self) -> str:
-        """What a resync did, in plain words (empty when there was none)."""
-        if not self.resync or self.resync_since is None:
-            return ""
-        why = (
-            "its reading position had expired at the provider"
-            if self.resync == "expired"
-            else "Tasklift now reads it in a new way"
-        )
-        note = (
-            f"Read again from {self.resync_since:%d %b %Y %H:%M} UTC, because {why}; "
-            f"{len(self.pending_ids)} email(s) of that time were not handled yet."
-        )
-        if self.not_read:
-            note += f" {self.not_read} older email(s) of that time were over the limit and were not read."
-        return note
+        return resync_note(reason=self.resync, since=self.resync_since, not_read=self.not_read)
 
 
 @dataclass(frozen=True)
@@ -167,8 +154,15 @@ class ExtractionPipeline:
         if token is None:
             raise LeaseBusy(f"user {self.run.user_id} has a run in progress")
         self.token = token
-        self._update(status=ExtractionRun.Status.RUNNING, lease_token=token, started_at=timezone.now())
         try:
+            # A delivery is counted when it takes the lease: a job that finds its run finished or being run
+            # elsewhere costs nothing, and a run whose runner keeps dying is stopped (EXTRACTION_MAX_DELIVERIES).
+            self._update(
+                status=ExtractionRun.Status.RUNNING,
+                lease_token=token,
+                started_at=timezone.now(),
+                deliveries=F("deliveries") + 1,
+            )
             self._check_consent()
             self._open_mailboxes()
             for batch in self._batches():
@@ -331,6 +325,10 @@ class ExtractionPipeline:
                             ],
                             run_id=self.run.pk,
                         )
+                if fetched.failed and not fetched.emails and not fetched.gone and len(fetched.failed) > 1:
+                    # Nothing of the mailbox could be read: its provider is failing, not these messages.
+                    self._leave_out(mailbox, next(iter(fetched.failed.values())))
+                    break
                 if fetched.failed:
                     self._fetch_failed(mailbox, fetched.failed)
                 for email in fetched.emails:
@@ -342,7 +340,7 @@ class ExtractionPipeline:
         that it never blocks its mailbox; the others keep their mailbox's cursor where it is."""
         with transaction.atomic():
             self._hold_lease()
-            attempts = fetch_failure_count(
+            attempts = fetch_failure_record(
                 integration_id=mailbox.integration.pk,
                 failures={m: (error.code, error.message) for m, error in failed.items()},
             )
@@ -384,7 +382,7 @@ class ExtractionPipeline:
     def _guard_batch(self) -> None:
         """Before each batch: the lease is still ours, and consent still stands (a revoke stops the run)."""
         assert self.token is not None
-        if not lease_renew(user_id=self.run.user_id, token=self.token):
+        if not lease_alive(user_id=self.run.user_id, token=self.token):
             raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
         if not consent_is_current(user_id=self.run.user_id):
             raise RunStopped(
@@ -430,6 +428,12 @@ class ExtractionPipeline:
         if not isinstance(error, LLMBadOutput):
             self._probe(error)
         if len(batch) == 1:
+            if not isinstance(error, LLMBadOutput):  # Gemini reads again: one more try of this email alone
+                self._guard_batch()
+                try:
+                    return self._write(batch, self._read(batch))
+                except _Unread as unread:
+                    error = unread.error
             self._quarantine(batch[0], error)
             return 0
         created = 0
@@ -480,10 +484,10 @@ class ExtractionPipeline:
         logger.warning("extraction run %s quarantined one email of integration %s", self.run.pk, mailbox.integration.pk)
 
     def _hold_lease(self) -> None:
-        """Inside a write transaction: renew the lease, which locks its row until commit, so a runner that
-        lost the lease writes nothing."""
+        """Inside a write transaction: lock the lease row until commit and check the token, so a runner
+        that lost the lease writes nothing."""
         assert self.token is not None
-        if not lease_renew(user_id=self.run.user_id, token=self.token):
+        if not lease_holds(user_id=self.run.user_id, token=self.token):
             raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
 
     def _write(self, batch: list[SourcedEmail], result: LLMResult) -> int:
@@ -561,6 +565,7 @@ class ExtractionPipeline:
                 if mailbox.resync:
                     resynced = {
                         "resynced_at": now,
+                        "resync_reason": mailbox.resync,
                         "resynced_since": mailbox.resync_since,
                         "resync_not_read": mailbox.not_read,
                     }
@@ -625,9 +630,14 @@ class ExtractionPipeline:
         )
 
     def _update(self, **fields: Any) -> None:
-        ExtractionRun.objects.filter(pk=self.run.pk).update(updated_at=timezone.now(), **fields)
+        """Write the run's record, unless another delivery of this run took it over (its lease token)."""
+        runs = ExtractionRun.objects.filter(pk=self.run.pk)
+        if "lease_token" not in fields:
+            runs = runs.filter(lease_token=self.token)
+        runs.update(updated_at=timezone.now(), **fields)
         for name, value in fields.items():
-            setattr(self.run, name, value)
+            if not hasattr(value, "resolve_expression"):
+                setattr(self.run, name, value)
 
     def _finish(self, status: str, code: str, message: str) -> None:
         reports = self._reports()

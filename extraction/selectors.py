@@ -3,15 +3,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
 from accounts.models import User
 from config.errors import NotFoundError
-from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
+from extraction.models import ExtractionLease, ExtractionRun, FetchFailure, ProcessedEmail
 from integrations.models import Integration
 from integrations.providers.gmail import gmail_web_link
 from integrations.providers.outlook import outlook_web_link
 from integrations.selectors import integration_list
+
+
+def lease_live_user_ids() -> set[int]:
+    """The lock keys of the people whose lease a live runner holds now (its advisory lock is held)."""
+    from extraction.services import LOCK_NAMESPACE
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s AND objsubid = 2 "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            [LOCK_NAMESPACE],
+        )
+        return {int(row[0]) for row in cursor.fetchall()}
+
+
+def run_is_being_run(*, run: ExtractionRun) -> bool:
+    """Whether a live runner holds the lease for this very run (another delivery of its job)."""
+    return ExtractionLease.objects.filter(user_id=run.user_id, run_id=run.pk).exists()
 
 
 def run_get(*, user: User, run_id: int) -> ExtractionRun:
@@ -109,7 +128,9 @@ def mailbox_status_list(*, user: User) -> list[MailboxStatus]:
             set_aside=[_set_aside(by_id[integration.pk], entry) for entry in recent[integration.pk]],
             set_aside_count=integration.set_aside_count,
             unread=unread.get(integration.pk, 0),
-            resync_note=resync_note(integration),
+            resync_note=resync_note(
+                reason=integration.resync_reason, since=integration.resynced_since, not_read=integration.resync_not_read
+            ),
         )
         for integration in integrations
     ]
@@ -137,17 +158,19 @@ def quarantine_reason(last_error: str, integration: Integration) -> str:
     return "The AI's answers for this email could not be trusted."
 
 
-def resync_note(integration: Integration) -> str:
-    """The last resync of the mailbox in plain words, or ''."""
-    if integration.resynced_at is None or integration.resynced_since is None:
+def resync_note(*, reason: str, since: datetime | None, not_read: int) -> str:
+    """What a resync did, in plain words ('' when there was none): the run record and the mailbox page."""
+    if not reason or since is None:
         return ""
-    note = (
-        f"On {integration.resynced_at:%d %b %Y} the provider had forgotten where Tasklift stopped reading, so "
-        f"Tasklift read again all mail since {integration.resynced_since:%d %b %Y %H:%M} UTC."
+    why = (
+        "the provider had forgotten where Tasklift stopped reading"
+        if reason == "expired"
+        else "Tasklift changed how it reads this mailbox"
     )
-    if integration.resync_not_read:
+    note = f"Because {why}, Tasklift read again all mail since {since:%d %b %Y %H:%M} UTC."
+    if not_read:
         note += (
-            f" {integration.resync_not_read} older email(s) of that time were more than it reads at once and "
-            "were not read: look through your inbox for them."
+            f" {not_read} older email(s) of that time were more than it reads at once and were not read: "
+            "look through your inbox for them."
         )
     return note

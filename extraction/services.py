@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from extraction.models import ExtractionLease, ExtractionRun, FetchFailure, ProcessedEmail
+from extraction.selectors import lease_live_user_ids
 from tasks.services import db_text
 
 logger = logging.getLogger(__name__)
@@ -30,14 +31,9 @@ def extraction_run_request(*, user: User, trigger: str) -> tuple[ExtractionRun, 
 
     with transaction.atomic():
         User.objects.select_for_update().filter(pk=user.pk).first()  # one request per person at a time
-        stale = timezone.now() - timedelta(seconds=settings.EXTRACTION_LEASE_SECONDS)
         waiting = ExtractionRun.objects.filter(user=user, status=ExtractionRun.Status.QUEUED).first()
-        if waiting is not None and waiting.updated_at >= stale:
+        if waiting is not None:  # were its job lost, the reaper sends it again (extraction_runs_reap)
             return waiting, False
-        if waiting is not None:  # its job was lost (broker restarted, enqueue failed): never let it block
-            extraction_run_give_up(
-                run=waiting, code="never_started", message="This run was never picked up; a newer run replaced it."
-            )
         run = ExtractionRun.objects.create(user=user, trigger=trigger)
         transaction.on_commit(lambda: _enqueue(run, extraction_run_job))
     return run, True
@@ -72,12 +68,12 @@ def extraction_run_give_up(*, run: ExtractionRun, code: str, message: str) -> No
 # makes a live runner lose its lease. That connection must reach PostgreSQL directly (not through a
 # transaction-pooling proxy), and it holds no transaction, so it blocks nothing else.
 
-_LOCK_NAMESPACE = 0x7A5C  # the first key of our advisory locks; the second is the user id
+LOCK_NAMESPACE = 0x7A5C  # the first key of our advisory locks; the second is the user id
 _holders: dict[tuple[int, int], psycopg.Connection[Any]] = {}
 _holders_lock = threading.Lock()
 
 
-def _lock_key(user_id: int) -> int:
+def lock_key(user_id: int) -> int:
     return user_id % 2**31  # an int4; two people sharing a key only wait for each other, never mix
 
 
@@ -95,10 +91,6 @@ def _lease_connection() -> psycopg.Connection[Any]:
     )
 
 
-def _lease_expiry() -> datetime:
-    return timezone.now() + timedelta(seconds=settings.EXTRACTION_LEASE_SECONDS)
-
-
 def lease_acquire(*, run: ExtractionRun) -> int | None:
     """Take the user's lease for `run`. Returns the new token, or None while a live runner holds it.
 
@@ -108,7 +100,7 @@ def lease_acquire(*, run: ExtractionRun) -> int | None:
     holder = _lease_connection()
     try:
         locked = holder.execute(
-            "SELECT pg_try_advisory_lock(%s, %s)", (_LOCK_NAMESPACE, _lock_key(run.user_id))
+            "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_NAMESPACE, lock_key(run.user_id))
         ).fetchone()
         if not locked or not locked[0]:
             holder.close()
@@ -118,8 +110,7 @@ def lease_acquire(*, run: ExtractionRun) -> int | None:
             lease = ExtractionLease.objects.select_for_update().get(user_id=run.user_id)
             lease.token += 1
             lease.run = run
-            lease.expires_at = _lease_expiry()
-            lease.save(update_fields=["token", "run", "expires_at"])
+            lease.save(update_fields=["token", "run"])
     except BaseException:
         holder.close()
         raise
@@ -128,14 +119,23 @@ def lease_acquire(*, run: ExtractionRun) -> int | None:
     return lease.token
 
 
-def lease_renew(*, user_id: int, token: int) -> bool:
-    """Whether `token` still holds the lease (and note that its runner is alive)."""
-    return ExtractionLease.objects.filter(user_id=user_id, token=token).update(expires_at=_lease_expiry()) == 1
+def lease_alive(*, user_id: int, token: int) -> bool:
+    """Whether `token` still holds the lease and this process still holds its lock: a lock connection that
+    PostgreSQL dropped (a restart, a timeout) means another runner may take the lease at any moment."""
+    with _holders_lock:
+        holder = _holders.get((user_id, token))
+    if holder is None:
+        return False
+    try:
+        holder.execute("SELECT 1")
+    except psycopg.Error:
+        return False
+    return ExtractionLease.objects.filter(user_id=user_id, token=token).exists()
 
 
 def lease_release(*, user_id: int, token: int) -> None:
     try:
-        ExtractionLease.objects.filter(user_id=user_id, token=token).update(run=None, expires_at=None)
+        ExtractionLease.objects.filter(user_id=user_id, token=token).update(run=None)
     finally:
         with _holders_lock:
             holder = _holders.pop((user_id, token), None)
@@ -149,17 +149,6 @@ def lease_holds(*, user_id: int, token: int) -> bool:
     return lease is not None and lease.token == token
 
 
-def lease_live_user_ids() -> set[int]:
-    """The people whose lease a live runner holds now (its advisory lock is held in this database)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s AND objsubid = 2 "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            [_LOCK_NAMESPACE],
-        )
-        return {int(row[0]) for row in cursor.fetchall()}
-
-
 def extraction_runs_reap() -> tuple[int, int]:
     """Take up again every run left `running` by a runner that died (DESIGN §6): queue it once more, or
     end it when its worker has died too often. A run `queued` for longer than EXTRACTION_QUEUED_STALE_SECONDS
@@ -169,20 +158,23 @@ def extraction_runs_reap() -> tuple[int, int]:
     from extraction.jobs import extraction_run_job
 
     stale = timezone.now() - timedelta(seconds=settings.EXTRACTION_QUEUED_STALE_SECONDS)
-    lost = list(ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED, updated_at__lt=stale))
-    for run in lost:
+    requeued_queued = 0
+    for run in ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED, updated_at__lt=stale):
         with transaction.atomic():
             touched = ExtractionRun.objects.filter(
                 pk=run.pk, status=ExtractionRun.Status.QUEUED, updated_at__lt=stale
             ).update(updated_at=timezone.now())
             if touched:
                 transaction.on_commit(lambda run=run: _enqueue(run, extraction_run_job))  # type: ignore[misc]
-    requeued_queued = len(lost)
+        requeued_queued += touched
+    # The running runs first, their runners' locks after: a runner takes its lock before it marks its run
+    # running and ends the run before it lets the lock go, so a run seen running with no lock is dead.
+    running = list(ExtractionRun.objects.filter(status=ExtractionRun.Status.RUNNING))
     live = lease_live_user_ids()
     leases = dict(ExtractionLease.objects.values_list("user_id", "run_id"))
     requeued = given_up = 0
-    for run in ExtractionRun.objects.filter(status=ExtractionRun.Status.RUNNING):
-        if _lock_key(run.user_id) in live and leases.get(run.user_id) == run.pk:
+    for run in running:
+        if lock_key(run.user_id) in live and leases.get(run.user_id) == run.pk:
             continue  # its runner is alive
         if run.deliveries >= settings.EXTRACTION_MAX_DELIVERIES:
             extraction_run_give_up(
@@ -246,7 +238,7 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
         cursor.execute(sql, params)
 
 
-def fetch_failure_count(*, integration_id: int, failures: dict[str, tuple[str, str]]) -> dict[str, int]:
+def fetch_failure_record(*, integration_id: int, failures: dict[str, tuple[str, str]]) -> dict[str, int]:
     """Count one more failed read of each message ({id: (error code, message)}), in one statement.
     Returns each message's failed reads so far, across runs."""
     if not failures:
@@ -295,6 +287,9 @@ def ledger_replay(*, entries: list[ProcessedEmail]) -> int:
 
     quarantined = [e for e in entries if e.outcome == ProcessedEmail.Outcome.QUARANTINED]
     with transaction.atomic():
+        # A replayed email starts its count of failed reads afresh.
+        for entry in quarantined:
+            FetchFailure.objects.filter(integration_id=entry.integration_id, message_id=entry.message_id).delete()
         for entry in quarantined:
             integration = Integration.objects.select_for_update().get(pk=entry.integration_id)
             if entry.message_id not in integration.backfill_pending:

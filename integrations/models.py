@@ -34,6 +34,7 @@ class Integration(TimeStampedModel):
     # The last automatic resync (an expired cursor, or one of another query): when, from when mail was
     # read again, and how many emails of that window were not read (over the resync bound).
     resynced_at = models.DateTimeField(null=True, blank=True)
+    resync_reason = models.CharField(max_length=16, blank=True)  # "expired" or "query_changed"
     resynced_since = models.DateTimeField(null=True, blank=True)
     resync_not_read = models.PositiveIntegerField(default=0)
 

@@ -134,6 +134,7 @@ def _body_leaves(payload: dict[str, Any]) -> list[dict[str, Any]]:
         for leaf in _leaves(payload)
         if leaf.get("mimeType") in ("text/plain", "text/html")
         and "attachment" not in _payload_headers(leaf).get("content-disposition", "").lower()
+        and ((leaf.get("body") or {}).get("data") or (leaf.get("body") or {}).get("attachmentId"))  # not empty
     ]
     return sorted(texts, key=lambda leaf: (bool(leaf.get("filename")), leaf.get("mimeType") != "text/plain"))
 

@@ -286,10 +286,11 @@ class OutlookProvider:
                 elif status in _RETRYABLE:
                     headers = {str(k).lower(): str(v) for k, v in (part.get("headers") or {}).items()}
                     try:
-                        waits.append(float(headers.get("retry-after", "")))
+                        asked: float | None = max(float(headers.get("retry-after", "")), 0.0)
                     except ValueError:
-                        waits.append(float(2**attempt))
-                    retry[pending[index]] = _status_error(status, _part_code(body), max(waits))
+                        asked = None
+                    waits.append(asked if asked is not None else float(2**attempt))
+                    retry[pending[index]] = _status_error(status, _part_code(body), asked)
                 elif status == 403:
                     # One message we may not read: not the mailbox's sign-in (that fails the whole batch).
                     own[pending[index]] = (
@@ -313,7 +314,7 @@ class OutlookProvider:
             if attempt == settings.GRAPH_MAX_RETRIES or wait > MAX_RETRY_SLEEP_S:
                 throttled: list[ProviderError] = [e for e in retry.values() if isinstance(e, ProviderRateLimited)]
                 if throttled:
-                    raise _worst(throttled)  # the mailbox is throttled: it waits
+                    raise _worst(throttled)  # the mailbox is throttled (429, or 503 with Retry-After): it waits
                 # 503 for a message while the batch itself was answered: its own failure, read again later.
                 own.update({m: (503, error) for m, error in retry.items()})
                 break
@@ -372,7 +373,7 @@ def _part_code(body: Any) -> str:
 
 def _status_error(status: int, code: str, retry_after: float | None) -> ProviderError:
     """The typed error for a Graph status (410 is handled by the caller: only a delta can expire)."""
-    if status == 429:
+    if status == 429 or (status == 503 and retry_after is not None):  # a 503 with Retry-After is throttling
         return ProviderRateLimited("Outlook asks us to slow down; syncing resumes shortly.", retry_after)
     if status in (401, 403):
         return ProviderAuthError("Outlook no longer accepts Tasklift's access. Reconnect Outlook to continue.")

@@ -16,7 +16,7 @@ from accounts.models import User
 from accounts.services import consent_revoke
 from extraction.jobs import extraction_run_job
 from extraction.models import ExtractionLease, ExtractionRun, ProcessedEmail
-from extraction.services import extraction_runs_reap, lease_acquire, lease_release, lease_renew
+from extraction.services import extraction_runs_reap, lease_acquire, lease_alive, lease_release
 from sandbox.client import SandboxClient
 from tasks.models import Task
 from tests.conftest import GmailBox, run_extraction
@@ -70,19 +70,41 @@ def test_one_lease_per_user_and_the_token_only_grows(consenting_user: User) -> N
     assert lease_acquire(run=first) is None  # a live runner's lease is not taken, not even by its own run
     lease_release(user_id=consenting_user.pk, token=1)
     assert lease_acquire(run=second) == 2
-    assert not lease_renew(user_id=consenting_user.pk, token=1)
+    assert not lease_alive(user_id=consenting_user.pk, token=1)
+    assert lease_alive(user_id=consenting_user.pk, token=2)
     lease_release(user_id=consenting_user.pk, token=2)
 
 
-def test_a_long_call_never_costs_a_live_runner_its_lease(consenting_user: User) -> None:
-    first = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
+def test_a_long_call_never_costs_a_live_runner_its_lease(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    settings.GEMINI_TIMEOUT_S = 30
+    gmail.deliver(ask(1))
+    sandbox.set_gemini_latency(3000)  # longer than anything that could expire
+    thread, results = in_thread(run_extraction, consenting_user)
+    wait_until(lambda: gemini_posts(sandbox) == 1)
+
     second = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
-    token = lease_acquire(run=first)
-    assert token is not None
-    ExtractionLease.objects.update(expires_at=timezone.now() - timedelta(hours=1))  # a very long Gemini call
-    assert lease_acquire(run=second) is None
-    assert lease_renew(user_id=consenting_user.pk, token=token)
-    lease_release(user_id=consenting_user.pk, token=token)
+    assert lease_acquire(run=second) is None  # the live runner keeps it, however long its call
+
+    thread.join(timeout=30)
+    assert results[0].status == ExtractionRun.Status.SUCCEEDED
+
+
+def test_a_runner_whose_lock_connection_was_dropped_stops_before_its_next_batch(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    for n in range(25):
+        gmail.deliver(ask(n))
+    sandbox.set_gemini_latency(700)
+    thread, results = in_thread(run_extraction, consenting_user)
+    wait_until(lambda: gemini_posts(sandbox) == 1)
+
+    cut_off_lease_holders()  # PostgreSQL dropped its lock: another runner may take the lease now
+    thread.join(timeout=30)
+
+    assert (results[0].status, results[0].error_code) == ("cancelled", "lease_lost")
+    assert gemini_posts(sandbox) == 1
 
 
 def test_a_dead_runners_lease_is_free_at_once(gmail: GmailBox, consenting_user: User) -> None:
@@ -216,7 +238,7 @@ def test_a_finished_run_is_not_run_again_by_a_duplicate_message(
     extraction_run_job.apply(args=[run.pk])
     assert sandbox.requests() == []
     run.refresh_from_db()
-    assert run.deliveries == 0
+    assert run.deliveries == 1  # its own run; the duplicate message took nothing
 
 
 def test_a_cursor_changed_during_the_run_is_not_overwritten(

@@ -203,6 +203,35 @@ def test_one_message_that_always_fails_to_read_is_quarantined_and_blocks_nothing
     assert Task.objects.count() == 60
 
 
+def test_a_mailbox_whose_every_read_fails_is_left_out_and_nothing_is_set_aside(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    for n in range(5):
+        gmail.deliver(ask(n))
+    sandbox.fault("gmail", 500, route="^GET /gmail/v1/users/me/messages/", times=None)  # every message read
+    before = gmail.cursor
+
+    for _ in range(settings.EXTRACTION_FETCH_ATTEMPTS + 1):
+        run = run_extraction(consenting_user)
+
+    assert run.mailboxes[str(gmail.integration.pk)]["error_code"] == "provider_unavailable"
+    assert not ProcessedEmail.objects.exists()  # an outage of message reads sets nothing aside
+    assert gmail.cursor == before
+
+
+def test_an_email_gemini_fails_on_once_is_read_again_before_it_is_set_aside(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
+) -> None:
+    message_id = gmail.deliver(ask(1))
+    sandbox.fault("gemini", 503, times=settings.GEMINI_MAX_ATTEMPTS, match="project 1 ")  # a burst of 503s
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED
+    assert Task.objects.get().source_id == message_id
+    assert run.emails_quarantined == 0
+
+
 def test_a_rate_limit_403_never_sends_a_mailbox_to_reconnecting(
     gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
 ) -> None:
@@ -418,7 +447,7 @@ def test_an_expired_history_is_resynced_by_itself_and_no_email_is_lost(
     assert gmail.integration.status == "active"  # no person involved
     assert gmail.integration.resynced_at is not None and gmail.integration.resync_not_read == 0
     note = run.mailboxes[str(gmail.integration.pk)]["note"]
-    assert note.startswith("Read again from") and "expired" in note
+    assert note.startswith("Because the provider had forgotten where Tasklift stopped reading, Tasklift read again")
 
 
 def test_a_resync_over_its_bound_counts_and_shows_what_was_not_read(

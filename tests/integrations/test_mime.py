@@ -190,3 +190,16 @@ def test_a_named_text_part_is_the_body_only_when_no_unnamed_text_part_is() -> No
         "parts": [leaf("text/html", b"<p>See the notes.</p>"), leaf("text/plain", b"attached notes", filename="n.txt")],
     }
     assert parse_gmail_payload(payload).body_text == "See the notes."
+
+
+def test_an_empty_plain_part_never_hides_the_html_body() -> None:
+    empty = {"partId": "0", "mimeType": "text/plain", "filename": "", "headers": [], "body": {"size": 0}}
+    payload = {
+        "partId": "",
+        "mimeType": "multipart/alternative",
+        "filename": "",
+        "headers": [],
+        "body": {"size": 0},
+        "parts": [empty, leaf("text/html", b"<p>Please send the report by Friday.</p>")],
+    }
+    assert parse_gmail_payload(payload).body_text == "Please send the report by Friday."

@@ -316,3 +316,15 @@ def test_the_session_trusts_only_the_configured_certificate(monkeypatch: Any) ->
 
     assert session.verify == settings.MICROSOFT_CA_BUNDLE
     assert session.trust_env is False
+
+
+def test_a_batch_part_answering_503_with_retry_after_is_throttling_not_the_messages_fault(
+    sandbox: SandboxClient, provider: OutlookProvider, no_retries: None
+) -> None:
+    ids = [deliver(sandbox, n) for n in range(3)]
+    sandbox.fault("graph", 503, route=f"messages/{ids[1]}", headers={"Retry-After": "120"}, times=None)
+
+    with pytest.raises(ProviderRateLimited) as caught:
+        provider.fetch_emails(ids)
+
+    assert caught.value.retry_after == 120
