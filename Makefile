@@ -38,9 +38,11 @@ test: lint typecheck pytest
 bench: setup
 	$(UV) run python benchmarks/extract_gmail.py
 
-# Stop the embedded PostgreSQL and Redis (they outlive the commands that started them).
+# Stop the embedded PostgreSQL and Redis (they outlive the commands that started them), and anything a
+# `make run` that was killed outright left behind.
 stop: setup
 	@$(UV) run python -m config.embedded stop
 
-clean: stop
-	rm -rf .local
+# Stop everything, then delete .local (TASKLIFT_LOCAL_DIR); never under a server that still runs.
+clean: setup
+	@$(UV) run python -m config.embedded clean
