@@ -38,6 +38,8 @@ _PR_SET_PDEATHSIG = 1
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    port = os.environ.get("PORT", "8000")
+    os.environ.setdefault("SITE_URL", f"http://127.0.0.1:{port}")  # OAuth callbacks come back to this server
     verbose = os.environ.get("TASKLIFT_RUN_VERBOSE", "").lower() in ("1", "true", "yes")
     say("Starting Tasklift: embedded PostgreSQL and Redis…")
     django.setup()  # starts the embedded PostgreSQL and Redis when no URL is configured
@@ -50,14 +52,13 @@ def main() -> None:
     call_command("migrate", interactive=False, verbosity=0)
     call_command("seed_demo", password=DEMO_PASSWORD, admin_password=ADMIN_PASSWORD)
 
-    port = os.environ.get("PORT", "8000")
     commands = _commands(port)
     logs = local_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     children: dict[str, subprocess.Popen[bytes]] = {}
     log_files: dict[str, IO[bytes]] = {}
 
-    def stop_all(signum: int | None = None, frame: FrameType | None = None) -> None:
+    def stop_all(signum: int | None = None, frame: FrameType | None = None, *, code: int = 0) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop short
         say("\nStopping Tasklift…")
         for name in STOP_ORDER:
@@ -67,7 +68,7 @@ def main() -> None:
         for handle in log_files.values():
             handle.close()
         say("Tasklift stopped. PostgreSQL and Redis keep running for the next start; `make stop` ends them.")
-        sys.exit(0)
+        sys.exit(code)
 
     signal.signal(signal.SIGINT, stop_all)
     signal.signal(signal.SIGTERM, stop_all)
@@ -89,7 +90,7 @@ def main() -> None:
         say(f"Tasklift did not become healthy{f': the {failed} stopped' if failed else ' within 90 s'}.")
         if failed and not verbose:
             say(_tail(logs / f"{failed}.log"))
-        stop_all()
+        stop_all(code=1)
     sandbox = f"  Sandbox:     {settings.SANDBOX_URL}/_sandbox/requests\n" if "sandbox" in commands else ""
     say(
         f"\nLogs of every process are in {logs}/.\n\n"
@@ -106,7 +107,7 @@ def main() -> None:
                 say(f"The {name} exited with code {child.returncode}; stopping the rest.")
                 if not verbose:
                     say(_tail(logs / f"{name}.log"))
-                stop_all()
+                stop_all(code=1)
         time.sleep(1)
 
 

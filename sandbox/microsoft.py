@@ -3,7 +3,10 @@
 Speaks what MSAL Python's ConfidentialClientApplication sends and expects (reference §C): discovery at
 /{tenant}/v2.0/.well-known/openid-configuration, the auth code flow with PKCE S256 and a nonce that comes back
 in an unsigned id_token, `client_info` so MSAL can key the account, refresh with AAD's `invalid_grant` body.
-Served over the sandbox's HTTPS listener (MSAL refuses http); the links it hands out use that base URL.
+MSAL itself talks to the sandbox's HTTPS listener (it refuses an http authority), so discovery, the token
+endpoint and the issuer are https. The consent page is the one page a person's browser opens, and no browser
+trusts the certificate generated at start, so discovery names the plain-http listener as the
+authorization_endpoint: MSAL only builds the consent URL from it and never calls it.
 Access tokens map to a mailbox address; `access_token_lookup` is how Graph checks a Bearer token.
 """
 
@@ -61,6 +64,12 @@ def display_name(address: str) -> str:
 def tls_base_url() -> str:
     """The HTTPS base URL of the sandbox (falls back to how this request reached it)."""
     base: str = current_app.config.get("SANDBOX_TLS_BASE_URL") or request.host_url.rstrip("/")
+    return base
+
+
+def http_base_url() -> str:
+    """The plain-http base URL of the sandbox, where a browser goes (falls back to how this request reached it)."""
+    base: str = current_app.config.get("SANDBOX_BASE_URL") or request.host_url.rstrip("/")
     return base
 
 
@@ -164,7 +173,8 @@ def openid_configuration(tenant: str) -> Response:
             "issuer": f"{tls_base_url()}/{TENANT_ID}/v2.0",
             "request_uri_parameter_supported": False,
             "userinfo_endpoint": f"{tls_base_url()}/oidc/userinfo",
-            "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+            # Opened by the person's browser, not by MSAL: plain http, so no certificate warning (module doc).
+            "authorization_endpoint": f"{http_base_url()}/{tenant}/oauth2/v2.0/authorize",
             "end_session_endpoint": f"{base}/oauth2/v2.0/logout",
             "claims_supported": ["sub", "iss", "aud", "exp", "iat", "nonce", "preferred_username", "name", "tid"],
             "tenant_region_scope": "EU",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,29 +56,41 @@ def _django_orm_beside_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-def _chromium_page(*, ignore_https_errors: bool) -> Iterator[Any]:
-    """A fresh Chromium page (its own context: no cookies), closed with its browser afterwards."""
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium driven by Playwright, closed afterwards; the test is skipped when it is missing."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`) to run the browser tests")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                context = browser.new_context(
-                    viewport={"width": 1280, "height": 900}, ignore_https_errors=ignore_https_errors
-                )
-                context.set_default_timeout(10_000)
-                yield context.new_page()
-                context.close()
-            finally:
-                browser.close()
+            yield browser
+        finally:
+            browser.close()
+
+
+def new_page(browser: Any) -> Any:
+    """A page in a context of its own (no cookies), which trusts no certificate it cannot verify."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    return context.new_page()
+
+
+def _chromium_page() -> Iterator[Any]:
+    """A fresh Chromium page (its own context: no cookies), closed with its browser afterwards."""
+    with chromium() as browser:
+        try:
+            page = new_page(browser)
+            yield page
+            page.context.close()
         finally:
             # Django's connection handler is "thread critical": with an event loop running on the thread (as
             # Playwright's is) it keeps connections in a context-local store instead of the thread-local one.
             # The ORM calls of the test body therefore open a second connection, which would stay open after
-            # Playwright stops (and then block dropping the test database). Close it while it is reachable.
+            # Playwright stops (and then block dropping the test database). Close it while it is reachable,
+            # that is, before `chromium()` stops Playwright.
             connections.close_all()
 
 
@@ -88,20 +101,7 @@ def browser_page(_django_orm_beside_playwright: None) -> Iterator[Any]:
     Request it last: while Playwright runs, Django keeps this thread's connections apart from the usual ones
     (see `_chromium_page`), so fixtures that write data should have done so before it starts.
     """
-    yield from _chromium_page(ignore_https_errors=False)
-
-
-@pytest.fixture
-def tls_browser_page(_django_orm_beside_playwright: None) -> Iterator[Any]:
-    """Like `browser_page`, but the context accepts the sandbox's self-signed certificate.
-
-    `ignore_https_errors=True` is here ONLY because the browser itself has no way to know the certificate the
-    sandbox generates at start (it is in no trust store Chromium reads): without it Chromium stops at its
-    interstitial on the sandbox's Microsoft consent page. It concerns this browser context alone. The app's
-    own server-side TLS (MSAL's token exchange and every Graph call) stays strict: it trusts exactly
-    settings.MICROSOFT_CA_BUNDLE and never turns verification off, and the test goes through those calls.
-    """
-    yield from _chromium_page(ignore_https_errors=True)
+    yield from _chromium_page()
 
 
 # Steps shared by the journeys -------------------------------------------------------------------------
@@ -151,6 +151,85 @@ def log_in_and_consent(page: Any, live_site: str) -> None:
     expect(page).to_have_url(f"{live_site}/")
     expect(page.locator(".messages")).to_contain_text("Tasklift may now send your new email to Gemini")
     expect(page.locator("#consent-needed")).to_have_count(0)
+
+
+def expect_mailbox_active(page: Any, provider: str) -> None:
+    from playwright.sync_api import expect
+
+    mailbox = page.locator("#mailbox-list > li").filter(
+        has=page.locator("strong", has_text=re.compile(f"^{provider}$"))
+    )
+    expect(mailbox).to_have_count(1)
+    expect(mailbox).to_contain_text(f"{provider} {DEMO_ADDRESS}")
+    expect(mailbox.locator(".badge")).to_have_text("Active")
+
+
+def connect_gmail(page: Any, live_site: str, *, sandbox_url: str) -> None:
+    """Mailboxes → Connect Gmail → the sandbox Google consent page → Allow → back on Mailboxes."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("link", name="Mailboxes", exact=True).click()
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    page.locator("#connect-gmail").click()
+    expect(page).to_have_url(re.compile("^" + re.escape(f"{sandbox_url}/google/o/oauth2/auth?")))
+    expect(page).to_have_title("Sign in - Google Accounts (sandbox)")
+    page.get_by_label("Account email").fill(DEMO_ADDRESS)
+    page.get_by_role("button", name="Allow").click()
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    expect(page.locator(".messages")).to_contain_text(f"Gmail {DEMO_ADDRESS} is connected.")
+    expect_mailbox_active(page, "Gmail")
+
+
+def connect_outlook(page: Any, live_site: str, *, sandbox_url: str, tenant: str = "common") -> None:
+    """Mailboxes → Connect Outlook → the sandbox Microsoft consent page → Accept → back on Mailboxes.
+
+    The page is the sandbox's plain-http listener (its discovery document names it as the authorization
+    endpoint), so a browser that trusts no certificate of ours shows it; MSAL's own calls stay on TLS.
+    """
+    from playwright.sync_api import expect
+
+    page.get_by_role("link", name="Mailboxes", exact=True).click()
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    page.locator("#connect-outlook").click()
+    authorize = f"{sandbox_url}/{tenant}/oauth2/v2.0/authorize?"
+    assert authorize.startswith("http://"), authorize
+    expect(page).to_have_url(re.compile("^" + re.escape(authorize)))
+    assert page.evaluate("location.protocol") == "http:"
+    expect(page).to_have_title("Permissions requested - Microsoft account (sandbox)")
+    expect(page.get_by_text("Sandbox consent page: no real Microsoft account is involved.")).to_be_visible()
+    expect(page.get_by_role("listitem").filter(has_text=re.compile(r"Mail\.Read$"))).to_have_count(1)
+    address = page.get_by_label("Account email")
+    expect(address).to_have_value(DEMO_ADDRESS)  # the only sandbox Outlook mailbox is offered by default
+    address.fill(DEMO_ADDRESS)
+    page.get_by_role("button", name="Accept").click()
+
+    # Back on Mailboxes (the callback went to SITE_URL, which exchanged the code over TLS).
+    expect(page).to_have_url(f"{live_site}/mailboxes/")
+    expect(page.locator(".messages")).to_contain_text(f"Outlook {DEMO_ADDRESS} is connected.")
+    expect_mailbox_active(page, "Outlook")
+
+
+def press_extract_now(page: Any, live_site: str) -> str:
+    """Home (no task yet) → Extract now → wait until the run has finished; returns how it ended."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("link", name="Tasks", exact=True).click()
+    expect(page).to_have_url(f"{live_site}/")
+    expect(page.locator("#mailbox-needed")).to_have_count(0)
+    expect(page.locator("#task-list > li.task")).to_have_count(0)
+    page.get_by_role("button", name="Extract now").click()
+    status = page.locator("#run-status")
+    expect(status).to_have_attribute("data-status", re.compile(r"^(queued|running|succeeded)$"))
+    expect(status).to_have_attribute("data-status", FINISHED, timeout=RUN_TIMEOUT_MS)
+    return str(status.get_attribute("data-status"))
+
+
+def expect_tasks_listed(page: Any) -> None:
+    """The finished run's HX-Trigger (tasksChanged) makes #task-list fetch itself again."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#task-list > li.empty")).to_have_count(0)
+    expect(page.locator("#task-list > li.task").first).to_be_visible()
 
 
 @pytest.fixture

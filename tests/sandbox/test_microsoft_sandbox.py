@@ -188,12 +188,36 @@ def test_cancel_on_the_consent_page_redirects_with_access_denied() -> None:
     assert result["error"] == "access_denied"
 
 
-def test_discovery_links_point_at_the_https_listener() -> None:
+def test_discovery_sends_the_browser_to_http_and_msal_to_https() -> None:
+    """The consent page is the one a person's browser opens, and no browser trusts the certificate the sandbox
+    generates, so it is on the plain-http listener; every endpoint MSAL calls itself stays on TLS."""
     config = trusted_session().get(f"{settings.MICROSOFT_AUTHORITY}/v2.0/.well-known/openid-configuration").json()
 
-    assert config["authorization_endpoint"] == f"{settings.MICROSOFT_AUTHORITY}/oauth2/v2.0/authorize"
+    assert settings.SANDBOX_URL.startswith("http://") and settings.SANDBOX_TLS_URL.startswith("https://")
+    tenant = settings.MICROSOFT_TENANT
+    assert config["authorization_endpoint"] == f"{settings.SANDBOX_URL}/{tenant}/oauth2/v2.0/authorize"
     assert config["token_endpoint"] == f"{settings.MICROSOFT_AUTHORITY}/oauth2/v2.0/token"
-    assert config["issuer"].startswith(settings.SANDBOX_TLS_URL)
+    assert config["token_endpoint"].startswith(f"{settings.SANDBOX_TLS_URL}/")
+    assert config["issuer"].startswith(f"{settings.SANDBOX_TLS_URL}/")
+
+
+def test_msal_sends_the_person_to_the_http_consent_page_and_redeems_the_code_over_tls() -> None:
+    msal_calls: list[str] = []
+    session = trusted_session()
+    session.hooks["response"].append(lambda response, *args, **kwargs: msal_calls.append(response.url))
+    app = msal_app(session)
+    flow = app.initiate_auth_code_flow(scopes=SCOPES, redirect_uri=REDIRECT_URI)
+    assert flow["auth_uri"].startswith(f"{settings.SANDBOX_URL}/{settings.MICROSOFT_TENANT}/oauth2/v2.0/authorize?")
+
+    # A browser that trusts no certificate of ours: the consent page and its form are plain http.
+    browser = requests.Session()
+    browser.trust_env = False
+    result = app.acquire_token_by_auth_code_flow(flow, consent(browser, flow["auth_uri"]))
+
+    assert "error" not in result, result
+    assert result["id_token_claims"]["preferred_username"] == ADDRESS
+    assert f"{settings.MICROSOFT_AUTHORITY}/oauth2/v2.0/token" in msal_calls
+    assert all(url.startswith(f"{settings.SANDBOX_TLS_URL}/") for url in msal_calls), msal_calls
 
 
 def test_msal_refuses_a_plain_http_authority() -> None:
