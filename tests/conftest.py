@@ -6,6 +6,7 @@ import html
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit
 
@@ -39,6 +40,7 @@ def sandbox_server() -> Iterator[SandboxServer]:
     ).start()
     yield server
     server.stop()
+    Path(settings.MICROSOFT_CA_BUNDLE).unlink(missing_ok=True)  # a file of this test run only
 
 
 @pytest.fixture
