@@ -6,8 +6,8 @@ import html
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from datetime import datetime
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
