@@ -36,6 +36,8 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_active = models.BooleanField(default=True)
     is_staff = models.BooleanField(default=False)
     date_joined = models.DateTimeField(default=timezone.now)
+    # Where "today" is for this person: dates and times on pages, and what is overdue (an IANA name).
+    timezone = models.CharField(max_length=64, default="UTC")
 
     objects: ClassVar[UserManager] = UserManager()
 
@@ -82,3 +84,22 @@ class AIConsent(models.Model):
     def __str__(self) -> str:
         state = f"revoked {self.revoked_at:%Y-%m-%d}" if self.revoked_at else "current"
         return f"{self.user} v{self.text_version} ({state})"
+
+
+class PersonalAccessToken(models.Model):
+    """A token a person creates for a program to use the API (`Authorization: Bearer`). Only its SHA-256
+    is stored: the token itself is shown once, when it is made."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="access_tokens")
+    name = models.CharField(max_length=100)
+    token_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)  # the first characters, so a person can tell tokens apart
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

@@ -1,14 +1,80 @@
 from __future__ import annotations
 
+import hashlib
+import secrets
+from datetime import timedelta
+from zoneinfo import available_timezones
+
 from django.db import transaction
 from django.utils import timezone
 
 from accounts.consent import CONSENT_VERSION
-from accounts.models import AIConsent, User
+from accounts.models import AIConsent, PersonalAccessToken, User
+from config.errors import ApplicationError
 
 
-def user_create(*, email: str, password: str, name: str = "") -> User:
-    return User.objects.create_user(email=email, password=password, name=name)
+def user_create(*, email: str, password: str, name: str = "", timezone_name: str = "UTC") -> User:
+    return User.objects.create_user(
+        email=email, password=password, name=name, timezone=timezone_name if timezone_valid(timezone_name) else "UTC"
+    )
+
+
+def timezone_valid(name: str) -> bool:
+    return name in available_timezones()
+
+
+def user_set_timezone(*, user: User, timezone_name: str) -> User:
+    if not timezone_valid(timezone_name):
+        raise ApplicationError(
+            f"{timezone_name[:64]!r} is not a time zone Tasklift knows (for example Europe/Paris).",
+            code="invalid_timezone",
+            extra={"field": "timezone"},
+        )
+    user.timezone = timezone_name
+    user.save(update_fields=["timezone"])
+    return user
+
+
+# Personal access tokens ---------------------------------------------------------------------------
+
+TOKEN_PREFIX = "tl_"
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def access_token_create(*, user: User, name: str) -> tuple[PersonalAccessToken, str]:
+    """A new token for a program; returns it with its secret, which is shown once and never stored."""
+    name = " ".join(name.split())[:100]
+    if not name:
+        raise ApplicationError("Give the token a name, to know later what uses it.", code="invalid_name")
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = PersonalAccessToken.objects.create(user=user, name=name, token_hash=_token_hash(secret), prefix=secret[:10])
+    return token, secret
+
+
+def access_token_revoke(*, user: User, token_id: int) -> None:
+    PersonalAccessToken.objects.filter(user=user, pk=token_id, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+
+
+def access_token_authenticate(*, secret: str) -> User | None:
+    """The active person a token belongs to, or None; notes when it was used (once a minute at most)."""
+    if not secret.startswith(TOKEN_PREFIX):
+        return None
+    token = (
+        PersonalAccessToken.objects.select_related("user")
+        .filter(token_hash=_token_hash(secret), revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+    if token is None:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+        PersonalAccessToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user
 
 
 @transaction.atomic

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from extraction.crashpoints import crash_point
 from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, build_prompt
 from integrations.providers.base import Email
+from tasks.services import due_date_in_range
 
 logger = logging.getLogger(__name__)
 
@@ -380,11 +381,15 @@ def _due_date(email_id: str, value: str | None) -> date | None:
     try:
         if not _ISO_DAY.fullmatch(value):
             raise ValueError(value)
-        return date.fromisoformat(value)
+        due = date.fromisoformat(value)
     except ValueError:
         raise LLMBadOutput(
             f"Gemini gave a due date for {email_id} that is not a YYYY-MM-DD date ({value[:20]!r}).", code="bad_date"
         ) from None
+    if not due_date_in_range(due):  # a date no one means (1900, 2099): the task stands, without it
+        logger.info("gemini gave an out-of-range due date for %s; the task keeps no date", email_id)
+        return None
+    return due
 
 
 def _text(candidate: types.Candidate) -> str:

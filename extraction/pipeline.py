@@ -502,6 +502,7 @@ class ExtractionPipeline:
                     user_id=self.run.user_id,
                     integration_id=integration.pk,
                     message_id=email.message_id,
+                    email_key=email.internet_message_id,
                     title=task.title,
                     due_date=task.due_date,
                     priority=task.priority or "",

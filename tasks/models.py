@@ -27,6 +27,8 @@ class Task(TimeStampedModel):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tasks")
     source = models.CharField(max_length=16, choices=Source.choices)
     source_id = models.CharField(max_length=512)  # provider message id, or a generated id by hand
+    # The email's Message-ID: the same message reaching two mailboxes of a person gives one task.
+    email_key = models.CharField(max_length=512, blank=True)
     integration = models.ForeignKey(
         "integrations.Integration", on_delete=models.SET_NULL, null=True, blank=True, related_name="tasks"
     )
@@ -50,9 +52,34 @@ class Task(TimeStampedModel):
         constraints = [
             models.UniqueConstraint(
                 fields=["user", "source", "source_id", "title_key"], name="task_once_per_email_title"
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["user", "email_key", "title_key"],
+                condition=models.Q(source="email_ai") & ~models.Q(email_key=""),
+                name="task_once_per_message_title",
+            ),
         ]
-        indexes = [models.Index(fields=["user", "status", "-created_at"])]
+        indexes = [
+            models.Index(fields=["user", "status", "-created_at"]),
+            models.Index(fields=["user", "status", "due_date"]),
+        ]
 
     def __str__(self) -> str:
         return self.title
+
+
+class TaskLink(models.Model):
+    """Where a task's email is: one row per mailbox it reached (Gmail and Outlook may both hold it)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="links")
+    integration = models.ForeignKey("integrations.Integration", on_delete=models.CASCADE, related_name="+")
+    message_id = models.CharField(max_length=512)
+    web_link = models.URLField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "integration"], name="one_link_per_mailbox")]
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"{self.task_id} in {self.integration_id}"

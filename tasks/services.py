@@ -12,9 +12,18 @@ from django.utils import timezone
 
 from accounts.models import User
 from config.errors import ApplicationError
-from tasks.models import Task
+from tasks.models import Task, TaskLink
 
 MAX_TITLE_CHARS = 300
+MAX_NOTES_CHARS = 5000
+EARLIEST_DUE_DATE = date(2000, 1, 1)
+DUE_DATE_YEARS_AHEAD = 10
+
+
+def due_date_in_range(value: date) -> bool:
+    """A due date a person could mean: from 2000 to ten years from now (an LLM's or a typo's 1900 is not)."""
+    today = timezone.now().date()
+    return EARLIEST_DUE_DATE <= value <= today.replace(year=today.year + DUE_DATE_YEARS_AHEAD, day=min(today.day, 28))
 
 
 def db_text(value: str) -> str:
@@ -36,6 +45,7 @@ class EmailTaskRow:
     user_id: int
     integration_id: int
     message_id: str
+    email_key: str  # the Message-ID ("" when the email has none)
     title: str
     due_date: date | None
     priority: str
@@ -47,14 +57,25 @@ class EmailTaskRow:
 
 
 def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
-    """Insert tasks found in emails in one statement, ON CONFLICT DO NOTHING. Returns how many are new.
+    """Insert tasks found in emails, ON CONFLICT DO NOTHING, and link each to the mailbox its email came
+    through. Returns how many tasks are new.
 
-    One query whatever the number of rows (an empty list included), so a batch's query count is constant.
+    A task is unique on its email in its mailbox (user, source, source id, title key), and on its email
+    whatever the mailbox (user, Message-ID, title key): the same message reaching Gmail and Outlook gives
+    one task, with a link to each. Two statements whatever the number of rows, so a batch's query count
+    is constant.
     """
+    created = _task_insert(rows)
+    _task_link(rows)
+    return created
+
+
+def _task_insert(rows: list[EmailTaskRow]) -> int:
     now = timezone.now()
     columns = {
         "user_id": ("bigint", [r.user_id for r in rows]),
         "source_id": ("text", [db_text(r.message_id) for r in rows]),
+        "email_key": ("text", [db_text(r.email_key) for r in rows]),
         "integration_id": ("bigint", [r.integration_id for r in rows]),
         "title": ("text", [db_text(r.title)[:MAX_TITLE_CHARS] for r in rows]),
         "title_key": ("text", [task_title_key(db_text(r.title)) for r in rows]),
@@ -71,7 +92,7 @@ def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
     sql = (
         f"INSERT INTO {Task._meta.db_table} ({names}, source, notes, status, created_at, updated_at) "  # noqa: S608
         f"SELECT {names}, %s, '', %s, %s, %s FROM unnest({unnest}) AS t({names}) "
-        "ON CONFLICT (user_id, source, source_id, title_key) DO NOTHING"
+        "ON CONFLICT DO NOTHING"  # either uniqueness: this email in this mailbox, or this message anywhere
     )
     params: list[Any] = [Task.Source.EMAIL_AI, Task.Status.OPEN, now, now] + [values for _, values in columns.values()]
     with connection.cursor() as cursor:
@@ -79,18 +100,75 @@ def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
         return cursor.rowcount
 
 
-def task_create(*, user: User, title: str, notes: str = "", due_date: date | None = None, priority: str = "") -> Task:
-    """A task added by hand."""
+def _task_link(rows: list[EmailTaskRow]) -> None:
+    """Link every row's task (new, or the one the same message made through another mailbox) to the
+    mailbox of the row."""
+    sql = (
+        f"INSERT INTO {TaskLink._meta.db_table} (task_id, integration_id, message_id, web_link, created_at) "  # noqa: S608
+        f"SELECT DISTINCT ON (t.id, r.integration_id) t.id, r.integration_id, r.message_id, r.web_link, %s "
+        "FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+        "AS r(user_id, integration_id, message_id, email_key, title_key, web_link) "
+        f"JOIN {Task._meta.db_table} t ON t.user_id = r.user_id AND t.source = %s AND t.title_key = r.title_key "
+        "AND ((r.email_key <> '' AND t.email_key = r.email_key) "
+        "OR (t.source_id = r.message_id AND t.integration_id = r.integration_id)) "
+        "ON CONFLICT (task_id, integration_id) DO NOTHING"
+    )
+    params: list[Any] = [
+        timezone.now(),
+        [r.user_id for r in rows],
+        [r.integration_id for r in rows],
+        [db_text(r.message_id) for r in rows],
+        [db_text(r.email_key) for r in rows],
+        [task_title_key(db_text(r.title)) for r in rows],
+        [db_text(r.email_link)[:1000] for r in rows],
+        Task.Source.EMAIL_AI,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _clean_title(title: str) -> str:
     title = " ".join(db_text(title).split())
-    notes = db_text(notes)
     if not title:
         raise ApplicationError("A task needs a title.", code="invalid_title", extra={"field": "title"})
     if len(title) > MAX_TITLE_CHARS:
         raise ApplicationError(
             f"A title can have at most {MAX_TITLE_CHARS} characters.", code="invalid_title", extra={"field": "title"}
         )
+    return title
+
+
+def _check_due_date(due_date: date | None) -> None:
+    if due_date is not None and not due_date_in_range(due_date):
+        raise ApplicationError(
+            f"A due date must be between {EARLIEST_DUE_DATE:%Y} and {DUE_DATE_YEARS_AHEAD} years from now.",
+            code="invalid_due_date",
+            extra={"field": "due_date"},
+        )
+
+
+def _check_priority(priority: str) -> None:
     if priority and priority not in Task.Priority.values:
-        raise ApplicationError("Priority must be low, medium or high.", code="invalid_priority")
+        raise ApplicationError(
+            "Priority must be low, medium or high.", code="invalid_priority", extra={"field": "priority"}
+        )
+
+
+def _check_notes(notes: str) -> str:
+    notes = db_text(notes)
+    if len(notes) > MAX_NOTES_CHARS:
+        raise ApplicationError(
+            f"Notes can have at most {MAX_NOTES_CHARS} characters.", code="invalid_notes", extra={"field": "notes"}
+        )
+    return notes
+
+
+def task_create(*, user: User, title: str, notes: str = "", due_date: date | None = None, priority: str = "") -> Task:
+    """A task added by hand."""
+    title = _clean_title(title)
+    notes = _check_notes(notes)
+    _check_due_date(due_date)
+    _check_priority(priority)
     return Task.objects.create(
         user=user,
         source=Task.Source.MANUAL,
@@ -103,10 +181,62 @@ def task_create(*, user: User, title: str, notes: str = "", due_date: date | Non
     )
 
 
+_UNSET: Any = object()
+
+
+def task_update(
+    *,
+    task: Task,
+    title: str = _UNSET,
+    notes: str = _UNSET,
+    due_date: date | None = _UNSET,
+    priority: str = _UNSET,
+    status: str = _UNSET,
+) -> Task:
+    """Change what the person changed (a field left out is kept). The title key stays the one the task
+    was made with, so an AI task the person renamed is still the same task for the next run."""
+    fields: list[str] = []
+    if title is not _UNSET:
+        task.title = _clean_title(title)
+        fields.append("title")
+    if notes is not _UNSET:
+        task.notes = _check_notes(notes)
+        fields.append("notes")
+    if due_date is not _UNSET:
+        _check_due_date(due_date)
+        task.due_date = due_date
+        fields.append("due_date")
+    if priority is not _UNSET:
+        _check_priority(priority or "")
+        task.priority = priority or ""
+        fields.append("priority")
+    if status is not _UNSET:
+        return _task_set_status(task=task, status=status, also=fields)
+    if fields:
+        task.save(update_fields=[*fields, "updated_at"])
+    return task
+
+
 def task_set_status(*, task: Task, status: str) -> Task:
+    return _task_set_status(task=task, status=status, also=[])
+
+
+def _task_set_status(*, task: Task, status: str, also: list[str]) -> Task:
     if status not in Task.Status.values:
-        raise ApplicationError("Status must be open, done or dismissed.", code="invalid_status")
+        raise ApplicationError(
+            "Status must be open, done or dismissed.", code="invalid_status", extra={"field": "status"}
+        )
     task.status = status
     task.completed_at = timezone.now() if status == Task.Status.DONE else None
-    task.save(update_fields=["status", "completed_at", "updated_at"])
+    task.save(update_fields=[*also, "status", "completed_at", "updated_at"])
     return task
+
+
+def task_bulk_set_status(*, user: User, task_ids: list[int], status: str) -> int:
+    """Done or dismiss many of the person's tasks at once (another person's ids are ignored)."""
+    if status not in Task.Status.values:
+        raise ApplicationError("Status must be open, done or dismissed.", code="invalid_status")
+    completed = timezone.now() if status == Task.Status.DONE else None
+    return Task.objects.filter(user=user, pk__in=task_ids).update(
+        status=status, completed_at=completed, updated_at=timezone.now()
+    )

@@ -1,6 +1,7 @@
 import factory
 
 from accounts.models import User
+from integrations.models import Integration
 
 
 class UserFactory(factory.django.DjangoModelFactory[User]):
@@ -16,3 +17,14 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
     def _save(obj: User, create: bool, extracted: object, **kwargs: object) -> None:
         if create:
             obj.save()
+
+
+class IntegrationFactory(factory.django.DjangoModelFactory[Integration]):
+    """A connected mailbox without credentials (for tests that never read it)."""
+
+    class Meta:
+        model = Integration
+
+    user = factory.SubFactory(UserFactory)
+    provider = "gmail"
+    account_address = factory.Sequence(lambda n: f"box{n}@example.com")

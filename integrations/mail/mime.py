@@ -25,6 +25,12 @@ class MailText:
     subject: str
     date: datetime | None  # from the Date header, timezone-aware; None if missing or unreadable
     body_text: str
+    message_id: str = ""  # the Message-ID header, without its angle brackets
+
+
+def message_id_key(value: str) -> str:
+    """A Message-ID as a key: without spaces and angle brackets (`<a@b>` and `a@b` are one message)."""
+    return value.strip().strip("<>").strip()[:500]
 
 
 def decode_base64url(data: str) -> bytes:
@@ -100,6 +106,7 @@ def parse_rfc822(raw: bytes) -> MailText:
         subject=_header(message, "Subject"),
         date=parse_date(_header(message, "Date")),
         body_text=body.strip(),
+        message_id=message_id_key(_header(message, "Message-ID")),
     )
 
 
@@ -165,6 +172,7 @@ def parse_gmail_payload(payload: dict[str, Any], *, body_data: str | None = None
         subject=_decode_header(headers.get("subject", "")),
         date=parse_date(headers.get("date")),
         body_text=body.strip(),
+        message_id=message_id_key(headers.get("message-id", "")),
     )
 
 

@@ -23,6 +23,9 @@ class Email:
     received_at: datetime  # timezone-aware
     body_text: str
     web_link: str  # opens the message in the provider's web client
+    # The RFC 5322 Message-ID, without its angle brackets: the same message reaching two mailboxes has the
+    # same one (empty when the message has none).
+    internet_message_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -368,6 +368,7 @@ class GmailProvider:
             received_at=received_at,
             body_text=text.body_text,
             web_link=self.web_link(str(message["id"])),
+            internet_message_id=text.message_id,
         )
 
     def web_link(self, message_id: str) -> str:

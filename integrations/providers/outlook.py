@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import requests
 from django.conf import settings
 
-from integrations.mail.mime import html_to_text
+from integrations.mail.mime import html_to_text, message_id_key
 from integrations.providers.base import (
     CursorExpired,
     Delta,
@@ -32,7 +32,7 @@ from integrations.providers.base import (
 logger = logging.getLogger(__name__)
 
 # Only what Email needs: Graph then sends neither recipients nor the rest of the message.
-MESSAGE_FIELDS = ("subject", "from", "receivedDateTime", "body", "webLink", "conversationId")
+MESSAGE_FIELDS = ("subject", "from", "receivedDateTime", "body", "webLink", "conversationId", "internetMessageId")
 # The delta lists ids and received times only: bodies are read in $batch for the mail that is read, so a
 # first sync of a large inbox, or a resync, holds ids, not bodies. Options are fixed by the first request
 # of a delta (Graph encodes them in its links), and no $filter: a message moved into the Inbox must show
@@ -341,6 +341,7 @@ class OutlookProvider:
             received_at=received_at,
             body_text=text.replace("\r\n", "\n").strip(),
             web_link=str(message.get("webLink") or outlook_web_link(message_id)),
+            internet_message_id=message_id_key(str(message.get("internetMessageId") or "")),
         )
 
 

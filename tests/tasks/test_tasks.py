@@ -18,6 +18,7 @@ def row(user: User, message_id: str, title: str) -> EmailTaskRow:
         user_id=user.pk,
         integration_id=None,  # type: ignore[arg-type]
         message_id=message_id,
+        email_key="",
         title=title,
         due_date=None,
         priority="medium",
