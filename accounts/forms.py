@@ -1,3 +1,5 @@
+from zoneinfo import available_timezones
+
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm, BaseUserCreationForm
 
@@ -5,6 +7,10 @@ from accounts.models import User
 
 
 class SignupForm(BaseUserCreationForm[User]):
+    # Filled from the browser by static/js/app.js; without JavaScript the person starts on UTC and can
+    # change it under Settings.
+    timezone = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput(attrs={"data-browser-tz": ""}))
+
     class Meta:
         model = User
         fields = ("email", "name")
@@ -19,4 +25,18 @@ class SignupForm(BaseUserCreationForm[User]):
 class LoginForm(AuthenticationForm):
     username = forms.EmailField(
         label="Email address", widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "username"})
+    )
+
+
+def _timezone_choices() -> list[tuple[str, str]]:
+    return [(name, name.replace("_", " ")) for name in sorted(available_timezones())]
+
+
+class TimezoneForm(forms.Form):
+    timezone = forms.ChoiceField(choices=_timezone_choices, label="Time zone")
+
+
+class AccessTokenForm(forms.Form):
+    name = forms.CharField(
+        max_length=100, label="Token name", help_text="What will use it, for example “my calendar script”."
     )

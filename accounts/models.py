@@ -75,6 +75,8 @@ class AIConsent(models.Model):
 
     class Meta:
         ordering = ("-granted_at",)
+        verbose_name = "AI consent"
+        verbose_name_plural = "AI consents"
         constraints = [
             models.UniqueConstraint(
                 fields=["user"], condition=models.Q(revoked_at__isnull=True), name="one_current_consent_per_user"

@@ -46,7 +46,7 @@ def _token_hash(token: str) -> str:
 
 def access_token_create(*, user: User, name: str) -> tuple[PersonalAccessToken, str]:
     """A new token for a program; returns it with its secret, which is shown once and never stored."""
-    name = " ".join(name.split())[:100]
+    name = " ".join(name.replace("\x00", "").split())[:100]
     if not name:
         raise ApplicationError("Give the token a name, to know later what uses it.", code="invalid_name")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)

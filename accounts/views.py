@@ -4,13 +4,22 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.consent import CONSENT_NOT_SENT, CONSENT_SENT, CONSENT_TERMS, CONSENT_TITLE, CONSENT_VERSION
-from accounts.forms import LoginForm, SignupForm
-from accounts.models import User
-from accounts.selectors import consent_current
-from accounts.services import consent_grant, consent_revoke, user_create
+from accounts.forms import AccessTokenForm, LoginForm, SignupForm, TimezoneForm
+from accounts.models import PersonalAccessToken, User
+from accounts.selectors import access_token_list, consent_current
+from accounts.services import (
+    access_token_create,
+    access_token_revoke,
+    consent_grant,
+    consent_revoke,
+    user_create,
+    user_set_timezone,
+)
+from config.errors import ApplicationError
+from config.http import request_user
 
 
 @require_http_methods(["GET", "POST"])
@@ -23,6 +32,7 @@ def signup(request: HttpRequest) -> HttpResponse:
             email=form.cleaned_data["email"],
             password=form.cleaned_data["password1"],
             name=form.cleaned_data.get("name", ""),
+            timezone_name=form.cleaned_data.get("timezone") or "UTC",  # an unknown name falls back to UTC
         )
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("home")
@@ -67,3 +77,73 @@ def consent(request: HttpRequest) -> HttpResponse:
         "version": CONSENT_VERSION,
     }
     return render(request, "accounts/consent.html", context)
+
+
+# Settings: time zone and personal access tokens -----------------------------------------------------
+
+
+def _settings_page(
+    request: HttpRequest,
+    *,
+    timezone_form: TimezoneForm | None = None,
+    token_form: AccessTokenForm | None = None,
+    new_token: tuple[PersonalAccessToken, str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    user = request_user(request)
+    # A view-level read for now; belongs in accounts/selectors.py as `access_token_list(user=)`.
+    tokens = access_token_list(user=user)
+    context = {
+        "timezone_form": timezone_form or TimezoneForm(initial={"timezone": user.timezone}),
+        "token_form": token_form or AccessTokenForm(),
+        "tokens": list(tokens),
+        "new_token": new_token[0] if new_token else None,
+        "new_secret": new_token[1] if new_token else "",
+    }
+    return render(request, "accounts/settings.html", context, status=status)
+
+
+@login_required
+@require_GET
+def settings_page(request: HttpRequest) -> HttpResponse:
+    return _settings_page(request)
+
+
+@login_required
+@require_POST
+def settings_timezone(request: HttpRequest) -> HttpResponse:
+    form = TimezoneForm(request.POST)
+    if form.is_valid():
+        try:
+            user_set_timezone(user=request_user(request), timezone_name=form.cleaned_data["timezone"])
+        except ApplicationError as error:
+            form.add_error("timezone", error.message)
+        else:
+            messages.success(request, f"Dates and times are now shown in {form.cleaned_data['timezone']} time.")
+            return redirect("settings")
+    return _settings_page(request, timezone_form=form, status=400)
+
+
+@login_required
+@require_POST
+def token_create(request: HttpRequest) -> HttpResponse:
+    """Make a token and show it this once: only its hash is kept, so the page is the only place it appears."""
+    form = AccessTokenForm(request.POST)
+    if form.is_valid():
+        try:
+            created = access_token_create(user=request_user(request), name=form.cleaned_data["name"])
+        except ApplicationError as error:
+            form.add_error("name", error.message)
+        else:
+            response = _settings_page(request, new_token=created, status=201)
+            response["Cache-Control"] = "no-store"  # the secret must not stay in a cache
+            return response
+    return _settings_page(request, token_form=form, status=400)
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    access_token_revoke(user=request_user(request), token_id=token_id)
+    messages.success(request, "The token is revoked: programs using it can no longer reach your tasks.")
+    return redirect("settings")

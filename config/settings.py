@@ -82,6 +82,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "config.middleware.UserTimezoneMiddleware",
+    "config.middleware.HtmxLoginRedirectMiddleware",
+    "config.middleware.MethodNotAllowedPageMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

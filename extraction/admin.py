@@ -2,12 +2,21 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from extraction.models import ExtractionLease, ExtractionRun, ProcessedEmail
+from accounts.admin import ReadOnlyAdminMixin
+from extraction.models import ExtractionLease, ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.services import ledger_replay
 
 
+class RecordAdminMixin(ReadOnlyAdminMixin):
+    """A record of what happened: read-only, and kept (deleting one would rewrite history or, for the
+    ledger, send mail to the AI again)."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 @admin.register(ExtractionRun)
-class ExtractionRunAdmin(admin.ModelAdmin[ExtractionRun]):
+class ExtractionRunAdmin(RecordAdminMixin, admin.ModelAdmin[ExtractionRun]):
     list_display = (
         "pk", "user", "trigger", "status", "created_at", "emails_fetched", "emails_sent_to_llm", "tasks_created",
         "llm_calls", "error_code",
@@ -17,17 +26,13 @@ class ExtractionRunAdmin(admin.ModelAdmin[ExtractionRun]):
     date_hierarchy = "created_at"
     list_select_related = ("user",)
 
-    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return [f.name for f in ExtractionRun._meta.fields]
-
 
 @admin.register(ProcessedEmail)
-class ProcessedEmailAdmin(admin.ModelAdmin[ProcessedEmail]):
+class ProcessedEmailAdmin(RecordAdminMixin, admin.ModelAdmin[ProcessedEmail]):
     list_display = ("message_id", "integration", "outcome", "tasks_created", "attempts", "run", "created_at")
     list_filter = ("outcome", "integration__provider")
     search_fields = ("message_id", "integration__account_address", "integration__user__email")
     list_select_related = ("integration", "run")
-    readonly_fields = ("integration", "message_id", "run", "created_at", "updated_at")
     actions = ("replay",)
 
     @admin.action(description="Replay quarantined emails in the next run")
@@ -36,8 +41,16 @@ class ProcessedEmailAdmin(admin.ModelAdmin[ProcessedEmail]):
         self.message_user(request, f"{count} quarantined email(s) will be read again in the next run.", messages.INFO)
 
 
+@admin.register(FetchFailure)
+class FetchFailureAdmin(RecordAdminMixin, admin.ModelAdmin[FetchFailure]):
+    list_display = ("message_id", "integration", "attempts", "last_error_code", "updated_at")
+    list_filter = ("last_error_code", "integration__provider")
+    search_fields = ("message_id", "integration__account_address", "integration__user__email")
+    list_select_related = ("integration",)
+
+
 @admin.register(ExtractionLease)
-class ExtractionLeaseAdmin(admin.ModelAdmin[ExtractionLease]):
+class ExtractionLeaseAdmin(RecordAdminMixin, admin.ModelAdmin[ExtractionLease]):
     list_display = ("user", "token", "run")
     search_fields = ("user__email",)
-    readonly_fields = ("user", "token", "run")
+    list_select_related = ("user", "run")

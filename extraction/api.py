@@ -1,14 +1,17 @@
-"""The extraction API: start a run (rate-limited like the button) and read run records."""
+"""The extraction API: start a run (rate-limited like the button) and read run records, newest first."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
+from django.db.models import QuerySet
 from django.http import HttpRequest
-from ninja import Router, Schema, Status
+from ninja import Field, Path, Query, Router, Schema, Status
 
+from accounts.models import User
 from config.http import request_user
+from config.pagination import PageParams, page_of
 from extraction.models import ExtractionRun
 from extraction.ratelimit import extraction_rate_check
 from extraction.selectors import run_as_dict, run_get
@@ -60,13 +63,39 @@ class RunOut(Schema):
     error_message: str
 
 
-@router.post("/extraction/runs", response={202: RunOut})
+class RunPage(Schema):
+    items: list[RunOut]
+    next: str | None = Field(description="The URL of the next page, or null on the last one.")
+
+
+RunId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The run's id.")]
+
+
+def run_list(*, user: User) -> QuerySet[ExtractionRun]:
+    """The person's runs, newest first. (A selector; here until extraction/selectors.py takes it.)"""
+    return ExtractionRun.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+@router.get("/extraction/runs", response=RunPage, summary="List your extraction runs (a page)")
+def list_runs(request: HttpRequest, page: Query[PageParams]) -> dict[str, Any]:
+    result = page_of(request, run_list(user=request_user(request)), page)
+    result["items"] = [run_as_dict(run) for run in result["items"]]
+    return result
+
+
+@router.post(
+    "/extraction/runs",
+    response={202: RunOut},
+    summary="Extract now",
+    description="Queues a run (or returns the one already waiting). Limited like the button: past the limit, "
+    "a 429 with `Retry-After`.",
+)
 def start_run(request: HttpRequest) -> Status[Any]:
     extraction_rate_check(request=request)
     run, _ = extraction_run_request(user=request_user(request), trigger=ExtractionRun.Trigger.API)
     return Status(202, run_as_dict(run))
 
 
-@router.get("/extraction/runs/{run_id}", response=RunOut)
-def get_run(request: HttpRequest, run_id: int) -> dict[str, object]:
+@router.get("/extraction/runs/{int:run_id}", response=RunOut, summary="Read one run")
+def get_run(request: HttpRequest, run_id: RunId) -> dict[str, object]:
     return run_as_dict(run_get(user=request_user(request), run_id=run_id))

@@ -90,6 +90,8 @@ class ProcessedEmail(TimeStampedModel):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["integration", "message_id"], name="ledger_once_per_email")]
+        verbose_name = "ledger entry"
+        verbose_name_plural = "ledger entries"
 
     def __str__(self) -> str:
         return f"{self.message_id} {self.outcome}"
@@ -110,6 +112,8 @@ class FetchFailure(TimeStampedModel):
         constraints = [
             models.UniqueConstraint(fields=["integration", "message_id"], name="one_fetch_failure_per_email")
         ]
+        verbose_name = "email not read yet"
+        verbose_name_plural = "emails not read yet"
 
     def __str__(self) -> str:
         return f"{self.message_id} failed {self.attempts}x"

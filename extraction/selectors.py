@@ -5,6 +5,7 @@ from datetime import datetime
 
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
 from accounts.models import User
 from config.errors import NotFoundError
@@ -167,7 +168,8 @@ def resync_note(*, reason: str, since: datetime | None, not_read: int) -> str:
         if reason == "expired"
         else "Tasklift changed how it reads this mailbox"
     )
-    note = f"Because {why}, Tasklift read again all mail since {since:%d %b %Y %H:%M} UTC."
+    local = timezone.localtime(since)  # the person's time zone on a page (its middleware), UTC in a worker
+    note = f"Because {why}, Tasklift read again all mail since {local:%d %b %Y %H:%M} ({local:%Z})."
     if not_read:
         note += (
             f" {not_read} older email(s) of that time were more than it reads at once and were not read: "

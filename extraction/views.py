@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -21,15 +22,19 @@ def extract_now(request: HttpRequest) -> HttpResponse:
     try:
         extraction_rate_check(request=request)
     except RateLimitedError as error:
+        context = {"retry_after": error.retry_after, "limit": settings.EXTRACTION_RUNS_PER_MINUTE}
         if is_htmx(request):
-            response = render(request, "extraction/_limited.html", {"message": error.message}, status=429)
+            # Beside the runs' status, not instead of it: the queued run keeps showing how it goes.
+            response = render(request, "extraction/_limited.html", context, status=429)
+            response["HX-Retarget"] = "#rate-limit"
+            response["HX-Reswap"] = "outerHTML"
         else:
-            response = render(request, "extraction/limited.html", {"message": error.message}, status=429)
+            response = render(request, "extraction/limited.html", context, status=429)
         response["Retry-After"] = str(error.retry_after)
         return response
     run, _ = extraction_run_request(user=request_user(request), trigger=ExtractionRun.Trigger.MANUAL)
     if is_htmx(request):
-        return render(request, "extraction/_run.html", {"run": run}, status=202)
+        return render(request, "extraction/_run_started.html", {"run": run}, status=202)
     messages.info(request, "Extraction started.")
     return redirect("home")
 

@@ -1,13 +1,19 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
 from integrations.models import Integration, SyncCursor
 
 
 class SyncCursorInline(admin.TabularInline[SyncCursor, Integration]):
+    """Where sync stands: only the pipeline moves a cursor (DESIGN §1), so an admin never edits one."""
+
     model = SyncCursor
     extra = 0
-    readonly_fields = ("purpose", "value", "filter_hash", "generation", "updated_at")
+    fields = readonly_fields = ("purpose", "value", "filter_hash", "generation", "updated_at")
     can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Integration | None = None) -> bool:
+        return False
 
 
 @admin.register(Integration)
@@ -28,5 +34,13 @@ class SyncCursorAdmin(admin.ModelAdmin[SyncCursor]):
     list_display = ("integration", "purpose", "generation", "updated_at")
     list_filter = ("purpose", "integration__provider")
     search_fields = ("integration__account_address", "integration__user__email")
-    readonly_fields = ("integration", "purpose", "value", "filter_hash", "generation", "updated_at")
     list_select_related = ("integration",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: SyncCursor | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: SyncCursor | None = None) -> bool:
+        return False

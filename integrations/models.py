@@ -43,6 +43,8 @@ class Integration(TimeStampedModel):
             models.UniqueConstraint(fields=["user", "provider", "account_address"], name="one_integration_per_mailbox")
         ]
         ordering = ("provider", "account_address")
+        verbose_name = "mailbox"
+        verbose_name_plural = "mailboxes"
 
     def __str__(self) -> str:
         return f"{self.get_provider_display()} {self.account_address}"

@@ -1,15 +1,21 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
 import requests
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.selectors import consent_current
 from config.errors import ApplicationError
 from config.http import request_user
-from extraction.selectors import mailbox_status_list, quarantined_list
+from extraction.selectors import MailboxStatus, mailbox_status_list, quarantined_list, run_latest
 from extraction.services import ledger_replay
 from integrations.models import Integration
 from integrations.oauth.google import GoogleOAuthFlow
@@ -19,11 +25,82 @@ from integrations.selectors import integration_get
 from integrations.services import gmail_connect, integration_disconnect, outlook_connect
 
 
+@dataclass(frozen=True)
+class SyncStatus:
+    """A mailbox's sync as its owner reads it: healthy or not, the last problem and its fix, in plain words."""
+
+    mailbox: MailboxStatus
+    healthy: bool
+    health: str  # "Healthy", "Needs reconnecting", "Having trouble"
+    problem: str  # one sentence, "" when there is none
+    fix: str  # one sentence, "" when the Reconnect button is the fix or nothing is to do
+    reconnect: bool  # the fix is to connect the mailbox again
+    next_read: datetime | None  # the next scheduled read, when one is due
+    next_read_note: str  # why there is none, when there is none
+    left_out: bool  # the latest run could not read all of it
+
+
+def _problem(integration: Integration) -> tuple[str, str, bool]:
+    """The last problem of a mailbox and its fix, by error code (the provider's own text stays in the
+    record and the logs)."""
+    provider = integration.get_provider_display()
+    code = integration.last_error_code
+    if integration.status == Integration.Status.NEEDS_REAUTH or code == "provider_auth":
+        return (
+            f"{provider} no longer lets Tasklift read this mailbox (its access was revoked or has expired).",
+            "",
+            True,
+        )
+    if not code:
+        return "", "", False
+    if code == "provider_rate_limited":
+        return f"{provider} asked Tasklift to slow down.", "Nothing to do: Tasklift waits and reads it again.", False
+    if code in ("provider_unavailable", "cursor_expired"):
+        return f"{provider} could not be reached.", "Nothing to do: the next read tries again.", False
+    return (
+        f"Reading this mailbox from {provider} failed.",
+        "The next read tries again; if this stays, reconnect the mailbox.",
+        True,
+    )
+
+
+def _sync_status(status: MailboxStatus, *, consent: bool, now: datetime, left_out: set[str]) -> SyncStatus:
+    integration = status.integration
+    problem, fix, reconnect = _problem(integration)
+    active = integration.status == Integration.Status.ACTIVE
+    next_read, note = None, ""
+    if not active:
+        note = "Tasklift does not read it until you reconnect it."
+    elif not consent:
+        note = "Scheduled reads wait for your AI consent."
+    else:
+        every = timedelta(minutes=settings.EXTRACTION_SCHEDULE_MINUTES)
+        next_read = max(integration.last_success_at + every, now) if integration.last_success_at else now
+    missed = str(integration.pk) in left_out
+    healthy = active and not problem and not status.unread and not missed
+    health = "Healthy" if healthy else ("Needs reconnecting" if not active else "Having trouble")
+    return SyncStatus(status, healthy, health, problem, fix, reconnect, next_read, note, missed)
+
+
 @login_required
 @require_GET
 def mailboxes(request: HttpRequest) -> HttpResponse:
-    statuses = mailbox_status_list(user=request_user(request))
-    return render(request, "integrations/mailboxes.html", {"statuses": statuses})
+    user = request_user(request)
+    consent = consent_current(user=user) is not None
+    now = timezone.now()
+    run = run_latest(user=user)
+    left_out = {
+        key
+        for key, report in (run.mailboxes.items() if run and run.error_code == "partial" else [])
+        if isinstance(report, dict) and report.get("status") in ("failed", "partial")
+    }
+    statuses = [_sync_status(s, consent=consent, now=now, left_out=left_out) for s in mailbox_status_list(user=user)]
+    context = {
+        "statuses": statuses,
+        "now": now,
+        "schedule_minutes": settings.EXTRACTION_SCHEDULE_MINUTES,
+    }
+    return render(request, "integrations/mailboxes.html", context)
 
 
 @login_required

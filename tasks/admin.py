@@ -1,6 +1,19 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
-from tasks.models import Task
+from tasks.models import Task, TaskLink
+
+
+class TaskLinkInline(admin.TabularInline[TaskLink, Task]):
+    """The mailboxes the task's email reached (one task per email across Gmail and Outlook)."""
+
+    model = TaskLink
+    extra = 0
+    fields = readonly_fields = ("integration", "message_id", "web_link", "created_at")
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        return False
 
 
 @admin.register(Task)
@@ -11,3 +24,4 @@ class TaskAdmin(admin.ModelAdmin[Task]):
     date_hierarchy = "created_at"
     list_select_related = ("user",)
     readonly_fields = ("user", "source", "source_id", "title_key", "integration", "run", "created_at", "updated_at")
+    inlines = (TaskLinkInline,)

@@ -2,8 +2,27 @@ from django import forms
 
 from tasks.models import Task
 
+PRIORITY_CHOICES = [("", "No priority"), *Task.Priority.choices]
+
 
 class TaskForm(forms.Form):
     title = forms.CharField(max_length=300, label="New task")
     due_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Due")
-    priority = forms.ChoiceField(choices=[("", "No priority"), *Task.Priority.choices], required=False)
+    priority = forms.ChoiceField(choices=PRIORITY_CHOICES, required=False)
+
+
+class TaskEditForm(forms.Form):
+    """The fields a person edits in place on a task. The service checks them again (range of due dates)."""
+
+    title = forms.CharField(max_length=300)
+    notes = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 3}))
+    due_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Due")
+    priority = forms.ChoiceField(choices=PRIORITY_CHOICES, required=False)
+
+    def __init__(self, *args: object, task: Task, **kwargs: object) -> None:
+        kwargs.setdefault("auto_id", f"task-{task.pk}-%s")
+        kwargs.setdefault(
+            "initial",
+            {"title": task.title, "notes": task.notes, "due_date": task.due_date, "priority": task.priority},
+        )
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]

@@ -80,6 +80,7 @@ class TaskLink(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["task", "integration"], name="one_link_per_mailbox")]
         ordering = ("id",)
+        verbose_name = "mailbox link"
 
     def __str__(self) -> str:
         return f"{self.task_id} in {self.integration_id}"

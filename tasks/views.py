@@ -1,43 +1,199 @@
+"""The task list pages: list, group, search and filter; add, edit in place, done / dismiss with undo, bulk;
+and the cheap endpoint an open list polls to show new tasks and runs without a reload."""
+
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.forms import Form
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import User
 from accounts.selectors import consent_current
 from config.errors import ApplicationError
 from config.http import is_htmx, request_user
+from extraction.models import ExtractionRun
 from extraction.selectors import run_latest
+from integrations.models import Integration
 from integrations.selectors import integration_list
-from tasks.forms import TaskForm
+from tasks.forms import TaskEditForm, TaskForm
 from tasks.models import Task
-from tasks.selectors import task_get, task_list
-from tasks.services import task_create, task_set_status
+from tasks.selectors import task_get, task_list, task_list_version
+from tasks.services import task_bulk_set_status, task_create, task_set_status, task_update
+
+LIST_LIMIT = 200
+UNDO_SESSION_KEY = "task_undo"
+
+# Filters ------------------------------------------------------------------------------------------
 
 
-def _home_context(user: User, form: TaskForm | None = None) -> dict[str, object]:
+@dataclass(frozen=True)
+class Filters:
+    """What the list shows: a status tab, a search, a mailbox, a source. Read from the query string."""
+
+    status: str = Task.Status.OPEN
+    query: str = ""
+    mailbox: int | None = None
+    source: str = ""
+
+    @classmethod
+    def from_request(cls, request: HttpRequest) -> Filters:
+        status = request.GET.get("status", "")
+        mailbox = request.GET.get("mailbox", "")
+        source = request.GET.get("source", "")
+        return cls(
+            status=status if status in Task.Status.values else Task.Status.OPEN,
+            query=request.GET.get("q", "").strip()[:200],
+            mailbox=int(mailbox) if mailbox.isdigit() else None,
+            source=source if source in Task.Source.values else "",
+        )
+
+    @property
+    def querystring(self) -> str:
+        """'?status=done&q=…' with only what differs from the default (the empty string when nothing does)."""
+        params = {
+            "status": self.status if self.status != Task.Status.OPEN else "",
+            "q": self.query,
+            "mailbox": str(self.mailbox) if self.mailbox is not None else "",
+            "source": self.source,
+        }
+        params = {k: v for k, v in params.items() if v}
+        return "?" + urlencode(params) if params else ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.query or self.mailbox is not None or self.source)
+
+
+@dataclass
+class Group:
+    key: str
+    label: str
+    tasks: list[Task] = field(default_factory=list)
+
+
+GROUP_LABELS = {"overdue": "Overdue", "today": "Today", "upcoming": "Upcoming", "no_date": "No date"}
+
+
+def _due_group(due: date | None, today: date) -> str:
+    if due is None:
+        return "no_date"
+    if due < today:
+        return "overdue"
+    return "today" if due == today else "upcoming"
+
+
+def _groups(tasks: list[Task], status: str) -> list[Group]:
+    """Open tasks by when they are due, "today" in the person's time zone (activated per request); the
+    selector's order (due date, then the email's received time, newest first) holds within each group."""
+    if status != Task.Status.OPEN:
+        label = "Done" if status == Task.Status.DONE else "Dismissed"
+        return [Group(status, label, tasks)] if tasks else []
+    today = timezone.localdate()
+    groups = {key: Group(key, label) for key, label in GROUP_LABELS.items()}
+    for task in tasks:
+        groups[_due_group(task.due_date, today)].tasks.append(task)
+    return [group for group in groups.values() if group.tasks]
+
+
+def _list_context(user: User, filters: Filters, integrations: list[Integration] | None = None) -> dict[str, object]:
+    tasks = list(
+        task_list(
+            user=user,
+            status=filters.status,
+            query=filters.query,
+            integration_id=filters.mailbox,
+            source=filters.source,
+        )[:LIST_LIMIT]
+    )
     return {
-        "tasks": task_list(user=user)[:200],
+        "tasks": tasks,
+        "groups": _groups(tasks, filters.status),
+        "filters": filters,
+        "has_integrations": bool(integrations) if integrations is not None else None,
+        "list_limit": LIST_LIMIT,
+    }
+
+
+# Live updates -------------------------------------------------------------------------------------
+
+
+def _live_version(user: User) -> tuple[str, ExtractionRun | None]:
+    """A short token that changes when any of the person's tasks or their latest run changes (two queries):
+    '<tasks part>_<run part>'. Every write to a task moves its updated_at, including the pipeline's inserts."""
+    tasks_part = task_list_version(user=user)
+    run = run_latest(user=user)
+    run_part = f"{run.pk}.{run.status}.{int(run.updated_at.timestamp() * 1_000_000)}" if run else "none"
+    return f"{tasks_part}_{run_part}", run
+
+
+@login_required
+@require_GET
+def task_changes(request: HttpRequest) -> HttpResponse:
+    """Polled every few seconds by an open list: 204 when nothing changed; otherwise a new poller, the
+    latest run's status when it changed, and a `tasksChanged` event when the tasks did (the list then
+    fetches itself again with its filters)."""
+    version, run = _live_version(request_user(request))
+    old_tasks, _, old_run = request.GET.get("v", "").partition("_")
+    new_tasks, _, new_run = version.partition("_")
+    if (old_tasks, old_run) == (new_tasks, new_run):
+        return HttpResponse(status=204)
+    response = render(request, "tasks/_live.html", {"version": version, "run": run, "run_changed": old_run != new_run})
+    if old_tasks != new_tasks:
+        response["HX-Trigger"] = "tasksChanged"
+    return response
+
+
+# Pages --------------------------------------------------------------------------------------------
+
+
+def _home_context(request: HttpRequest, form: TaskForm | None = None) -> dict[str, object]:
+    user = request_user(request)
+    filters = Filters.from_request(request)
+    integrations = list(integration_list(user=user))
+    version, run = _live_version(user)
+    return {
+        **_list_context(user, filters, integrations),
         "form": form or TaskForm(),
         "consent": consent_current(user=user),
-        "integrations": list(integration_list(user=user)),
-        "run": run_latest(user=user),
+        "integrations": integrations,
+        "run": run,
+        "version": version,
+        "undo": request.session.pop(UNDO_SESSION_KEY, None),
+        "status_tabs": [(s.value, s.label) for s in Task.Status],
+        "source_choices": [(Task.Source.EMAIL_AI, "AI"), (Task.Source.MANUAL, "By hand")],
     }
 
 
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "tasks/home.html", _home_context(request_user(request)))
+    return render(request, "tasks/home.html", _home_context(request))
 
 
 @login_required
 @require_GET
 def task_list_partial(request: HttpRequest) -> HttpResponse:
-    return render(request, "tasks/_task_list.html", {"tasks": task_list(user=request_user(request))[:200]})
+    user = request_user(request)
+    filters = Filters.from_request(request)
+    response = render(request, "tasks/_task_list.html", _list_context(user, filters))
+    if is_htmx(request) and request.headers.get("HX-Trigger") == "task-filters":
+        response["HX-Push-Url"] = reverse("home") + filters.querystring  # a search can be bookmarked
+    return response
+
+
+def _add_service_error(form: Form, error: ApplicationError) -> None:
+    """Show a service's refusal on the field it names (invalid_due_date on the due date), or the form."""
+    name = error.extra.get("field")
+    form.add_error(name if name in form.fields else None, error.message)
 
 
 @login_required
@@ -53,26 +209,127 @@ def task_add(request: HttpRequest) -> HttpResponse:
                 priority=form.cleaned_data["priority"] or "",
             )
         except ApplicationError as error:
-            form.add_error("title", error.message)
+            _add_service_error(form, error)
         else:
             messages.success(request, "Task added.")
             return redirect("home")
-    return render(request, "tasks/home.html", _home_context(request_user(request), form), status=400)
+    return render(request, "tasks/home.html", _home_context(request, form), status=400)
+
+
+@login_required
+@require_GET
+def task_row(request: HttpRequest, task_id: int) -> HttpResponse:
+    """One task's row (what "Cancel" on an edit puts back)."""
+    try:
+        task = task_get(user=request_user(request), task_id=task_id)
+    except ApplicationError as error:
+        return HttpResponse(error.message, status=error.status)
+    return render(request, "tasks/_task.html", {"task": task})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def task_edit(request: HttpRequest, task_id: int) -> HttpResponse:
+    """Edit title, notes, due date and priority: in place with htmx (the row becomes a form), or on a page
+    of its own without JavaScript."""
+    try:
+        task = task_get(user=request_user(request), task_id=task_id)
+    except ApplicationError as error:
+        if is_htmx(request):
+            return HttpResponse(error.message, status=error.status)
+        messages.error(request, error.message)
+        return redirect("home")
+    template = "tasks/_task_edit.html" if is_htmx(request) else "tasks/edit.html"
+    if request.method == "GET":
+        return render(request, template, {"task": task, "form": TaskEditForm(task=task)})
+    form = TaskEditForm(request.POST, task=task)
+    if form.is_valid():
+        try:
+            task_update(
+                task=task,
+                title=form.cleaned_data["title"],
+                notes=form.cleaned_data["notes"],
+                due_date=form.cleaned_data["due_date"],
+                priority=form.cleaned_data["priority"] or "",
+            )
+        except ApplicationError as error:
+            _add_service_error(form, error)
+        else:
+            if not is_htmx(request):
+                messages.success(request, "Task saved.")
+                return redirect("home")
+            response = render(request, "tasks/_task.html", {"task": task_get(user=task.user, task_id=task.pk)})
+            response["HX-Trigger-After-Settle"] = "tasksChanged"  # a new due date may move it to another group
+            return response
+    return render(request, template, {"task": task, "form": form}, status=400)
+
+
+STATUS_DONE_WORDS = {
+    Task.Status.DONE: "marked done",
+    Task.Status.DISMISSED: "dismissed",
+    Task.Status.OPEN: "open again",
+}
+
+
+def _undo_notice(*, message: str, ids: list[int], previous: str) -> dict[str, object]:
+    return {"message": message, "ids": ids, "previous": previous if previous in Task.Status.values else ""}
+
+
+def _answer_with_undo(request: HttpRequest, notice: dict[str, object], *, refresh: bool) -> HttpResponse:
+    """The undo notice: swapped into #undo by htmx, or kept in the session for the next page without it."""
+    if not is_htmx(request):
+        request.session[UNDO_SESSION_KEY] = notice
+        back = request.POST.get("back", "")  # the tab and filters the person was on
+        return redirect(reverse("home") + (back[:500] if back.startswith("?") else ""))
+    response = render(request, "tasks/_undo.html", {"undo": notice})
+    if refresh:
+        response["HX-Trigger"] = "tasksChanged"
+    return response
 
 
 @login_required
 @require_POST
 def task_status(request: HttpRequest, task_id: int) -> HttpResponse:
+    """Done, dismiss or reopen one task. With htmx the row goes and an undo notice comes (out of band)."""
     status = request.POST.get("status", "")
     try:
         task = task_get(user=request_user(request), task_id=task_id)
+        previous = task.status
         task_set_status(task=task, status=status)
     except ApplicationError as error:
         if is_htmx(request):
             return HttpResponse(error.message, status=error.status)
         messages.error(request, error.message)
         return redirect("home")
-    if is_htmx(request):
-        return HttpResponse("")  # the row is removed from the open list
-    messages.success(request, "Task marked done." if status == Task.Status.DONE else "Task updated.")
-    return redirect("home")
+    notice = _undo_notice(
+        message=f"“{task.title}” {STATUS_DONE_WORDS[Task.Status(status)]}.", ids=[task.pk], previous=previous
+    )
+    if not is_htmx(request):
+        return _answer_with_undo(request, notice, refresh=False)
+    # The row is removed (the empty answer replaces it); the notice goes to #undo out of band.
+    return render(request, "tasks/_undo.html", {"undo": notice, "oob": True})
+
+
+@login_required
+@require_POST
+def task_bulk(request: HttpRequest) -> HttpResponse:
+    """Done, dismiss or reopen the selected tasks; also what Undo posts (`undo=1`, back to `status`)."""
+    user = request_user(request)
+    ids = sorted({int(i) for i in request.POST.getlist("task_ids") if i.isdigit()})
+    status = request.POST.get("status", "")
+    undoing = request.POST.get("undo") == "1"
+    if not ids:
+        notice = _undo_notice(message="Select at least one task first.", ids=[], previous="")
+        return _answer_with_undo(request, notice, refresh=False)
+    try:
+        count = task_bulk_set_status(user=user, task_ids=ids, status=status)
+    except ApplicationError as error:
+        notice = _undo_notice(message=error.message, ids=[], previous="")
+        return _answer_with_undo(request, notice, refresh=False)
+    if undoing:
+        notice = _undo_notice(message="Undone.", ids=[], previous="")
+    else:
+        words = STATUS_DONE_WORDS[Task.Status(status)]
+        message = f"{count} task{'s' if count != 1 else ''} {words}."
+        notice = _undo_notice(message=message, ids=ids, previous=request.POST.get("previous", ""))
+    return _answer_with_undo(request, notice, refresh=True)

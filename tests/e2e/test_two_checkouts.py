@@ -272,7 +272,7 @@ def demo_journey(page: Any, checkout: Checkout) -> None:
     expect_tasks_listed(page)
     links = [
         str(href)
-        for href in page.locator("#task-list > li.task a.email-link").evaluate_all(
+        for href in page.locator("#task-list > li.task a.mailbox-link").evaluate_all(
             "links => links.map(link => link.getAttribute('href'))"
         )
     ]

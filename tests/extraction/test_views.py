@@ -165,3 +165,117 @@ def test_mailboxes_page_says_when_an_email_could_not_be_read_yet(
     page = client.get("/mailboxes/").content.decode()
 
     assert "1 email could not be read yet" in page
+
+
+def test_the_rate_limit_refusal_shows_beside_the_queued_run_with_a_countdown(
+    client: Client, consenting_user: User
+) -> None:
+    from tests.extraction.test_rate_limit import start_of_a_fresh_window
+
+    client.force_login(consenting_user)
+    start_of_a_fresh_window(consenting_user)
+    for _ in range(6):
+        started = client.post("/extract", HTTP_HX_REQUEST="true")
+    assert 'id="rate-limit" hx-swap-oob="true"' in started.content.decode()  # a run clears an old refusal
+
+    refused = client.post("/extract", HTTP_HX_REQUEST="true")
+
+    assert refused.status_code == 429
+    assert refused["HX-Retarget"] == "#rate-limit"  # not #run-status: the queued run stays in view
+    body = refused.content.decode()
+    seconds = refused["Retry-After"]
+    assert f'data-countdown="{seconds}"' in body
+    assert 'id="rate-limit"' in body and 'data-status="limited"' in body
+    home = client.get("/").content.decode()
+    assert 'id="run-status"' in home and 'data-status="queued"' in home and 'id="rate-limit"' in home
+
+
+def _mailbox_item(page: str, integration_id: int) -> str:
+    start = page.index(f'id="mailbox-{integration_id}"')
+    return page[start : page.index("</li>\n", page.index('data-action="disconnect"', start))]
+
+
+def test_mailboxes_page_says_in_plain_words_how_each_mailbox_syncs(
+    client: Client, gmail: GmailBox, consenting_user: User, settings
+) -> None:
+    settings.EXTRACTION_SCHEDULE_MINUTES = 10
+    run_extraction(consenting_user)
+    client.force_login(consenting_user)
+
+    item = _mailbox_item(client.get("/mailboxes/").content.decode(), gmail.integration.pk)
+
+    assert 'data-healthy="true"' in item and ">Healthy<" in item
+    assert "Last read successfully" in item
+    assert "Next scheduled read: around" in item
+    assert "Last problem" not in item and 'data-action="reconnect"' not in item
+
+
+def test_a_mailbox_that_needs_reconnecting_says_why_and_offers_reconnect(
+    client: Client, gmail: GmailBox, consenting_user: User
+) -> None:
+    from integrations.models import Integration
+
+    Integration.objects.filter(pk=gmail.integration.pk).update(
+        status=Integration.Status.NEEDS_REAUTH,
+        last_error_code="provider_auth",
+        last_error="invalid_grant: Token has been expired or revoked.",
+    )
+    client.force_login(consenting_user)
+
+    item = _mailbox_item(client.get("/mailboxes/").content.decode(), gmail.integration.pk)
+
+    assert 'data-healthy="false"' in item
+    assert "Last problem: Gmail no longer lets Tasklift read this mailbox" in item
+    assert "invalid_grant" not in item  # the technical text stays in the record and logs
+    assert f'id="reconnect-{gmail.integration.pk}"' in item
+    assert f'name="login_hint" value="{gmail.address}"' in item
+    assert "Tasklift does not read it until you reconnect it." in item
+
+
+def test_a_passing_provider_outage_needs_nothing_from_the_person(
+    client: Client, gmail: GmailBox, consenting_user: User
+) -> None:
+    from integrations.models import Integration
+
+    Integration.objects.filter(pk=gmail.integration.pk).update(
+        last_error_code="provider_unavailable", last_error="HTTP 503 from gmail.googleapis.com"
+    )
+    client.force_login(consenting_user)
+    item = _mailbox_item(client.get("/mailboxes/").content.decode(), gmail.integration.pk)
+    assert "Last problem: Gmail could not be reached." in item
+    assert "Nothing to do: the next read tries again." in item
+    assert 'data-action="reconnect"' not in item
+    assert "HTTP 503" not in item
+
+
+def test_a_mailbox_left_out_of_the_last_run_is_a_warning(
+    client: Client, gmail: GmailBox, consenting_user: User
+) -> None:
+    from django.utils import timezone
+
+    ExtractionRun.objects.create(
+        user=consenting_user,
+        trigger=ExtractionRun.Trigger.SCHEDULE,
+        status=ExtractionRun.Status.SUCCEEDED,
+        finished_at=timezone.now(),
+        error_code="partial",
+        error_message="Gmail person@example.com: 1 email(s) could not be read (HTTP 500).",
+        mailboxes={str(gmail.integration.pk): {"provider": "gmail", "address": gmail.address, "status": "partial"}},
+    )
+    client.force_login(consenting_user)
+
+    item = _mailbox_item(client.get("/mailboxes/").content.decode(), gmail.integration.pk)
+    home = client.get("/").content.decode()
+
+    assert 'data-healthy="false"' in item
+    assert "The last read could not read all of this mailbox" in item
+    assert f"Tasklift read your mail, but not all of Gmail {gmail.address}" in home
+    assert "HTTP 500" not in home
+
+
+def test_without_consent_scheduled_reads_wait(client: Client, gmail: GmailBox, consenting_user: User) -> None:
+    from accounts.services import consent_revoke
+
+    consent_revoke(user=consenting_user)
+    client.force_login(consenting_user)
+    assert "Scheduled reads wait for your AI consent." in client.get("/mailboxes/").content.decode()

@@ -94,4 +94,5 @@ def test_a_mailbox_needing_reconnection_says_so(client: Client, sandbox: Sandbox
     Integration.objects.update(status=Integration.Status.NEEDS_REAUTH)
     body = client.get("/mailboxes/").content.decode()
     assert "Needs reconnecting" in body
-    assert "Connect it again" in body
+    integration = Integration.objects.get()
+    assert f'id="reconnect-{integration.pk}"' in body  # the fix, as a button

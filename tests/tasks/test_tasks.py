@@ -84,7 +84,7 @@ def test_mark_done_and_dismiss(client: Client, user: User) -> None:
     two.refresh_from_db()
     assert one.status == Task.Status.DONE and one.completed_at is not None
     assert two.status == Task.Status.DISMISSED
-    assert "One" not in client.get("/").content.decode()
+    assert "One" not in client.get("/tasks/list").content.decode()
 
 
 def test_another_persons_task_is_not_found(client: Client, user: User) -> None:
@@ -126,10 +126,10 @@ def test_api_lists_creates_and_updates_tasks(client: Client, user: User) -> None
     created = client.post("/api/tasks", {"title": "From the API", "priority": "low"}, content_type="application/json")
     assert created.status_code == 201
     task_id = created.json()["id"]
-    assert [t["title"] for t in client.get("/api/tasks").json()] == ["From the API"]
+    assert [t["title"] for t in client.get("/api/tasks").json()["items"]] == ["From the API"]
     patched = client.patch(f"/api/tasks/{task_id}", {"status": "done"}, content_type="application/json")
     assert patched.json()["status"] == "done"
-    assert client.get("/api/tasks").json() == []
+    assert client.get("/api/tasks").json()["items"] == []
 
 
 def test_api_bad_input_is_a_json_error_naming_the_field(client: Client, user: User) -> None:

@@ -1,0 +1,183 @@
+"""The task list at scale: one person with 10,000 tasks (and as many ledger rows).
+
+Measures the task list page, the API list and the admin task and ledger changelists: their SQL statements
+(which must not grow with the number of tasks: measured at a tenth of the count and at the full count) and
+their latency (p50/p95 over repeated requests, through Django's test client, so without network or a web
+server in front). Its own database, created fresh and dropped at the end; no sandbox is needed.
+
+    uv run python benchmarks/task_list.py [--tasks 10000] [--requests 30]
+
+Last line: JSON with `tasks`, `page_queries`, `api_queries`, `page_p50_ms`, `page_p95_ms`, `api_p95_ms`,
+the admin figures, and `checks_failed`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import BENCH_REDIS_DB, ROOT, database_create, database_drop, postgres_server_url
+
+DATABASE = "tasklift_bench_tasks"
+
+
+def django_setup(database_url: str) -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["REDIS_DB"] = BENCH_REDIS_DB
+    os.environ["CACHE_KEY_PREFIX"] = "tasklift-bench-tasks"
+    os.environ.setdefault("DEBUG", "false")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, check=True)
+    import django
+
+    django.setup()
+
+
+def seed(count: int, *, start: int, user: Any, integrations: list[Any]) -> None:
+    """`count` more tasks found in email (due dates spread over the past and the future, a third without
+    one; a tenth done, a tenth dismissed), each with its link and its ledger row."""
+    from extraction.models import ProcessedEmail
+    from tasks.models import Task, TaskLink
+
+    now = datetime.now(UTC)
+    tasks = []
+    for n in range(start, start + count):
+        status = "done" if n % 10 == 0 else "dismissed" if n % 10 == 1 else "open"
+        tasks.append(
+            Task(
+                user=user,
+                source="email_ai",
+                source_id=f"m{n}",
+                email_key=f"m{n}@example.com",
+                integration=integrations[n % 2],
+                title=f"Send the report for project {n}",
+                title_key=f"send the report for project {n}",
+                due_date=None if n % 3 == 0 else (now + timedelta(days=(n % 60) - 20)).date(),
+                priority="high" if n % 7 == 0 else "",
+                status=status,
+                email_sender="Alex Colleague <alex@example.com>",
+                email_subject=f"Project {n}",
+                email_received_at=now - timedelta(minutes=n),
+                email_link=f"https://mail.google.com/mail/u/0/#all/m{n}",
+            )
+        )
+    created = Task.objects.bulk_create(tasks, batch_size=2000)
+    TaskLink.objects.bulk_create(
+        [TaskLink(task=t, integration=t.integration, message_id=t.source_id, web_link=t.email_link) for t in created],
+        batch_size=2000,
+    )
+    ProcessedEmail.objects.bulk_create(
+        [
+            ProcessedEmail(integration=t.integration, message_id=t.source_id, outcome="tasks", tasks_created=1)
+            for t in created
+        ],
+        batch_size=2000,
+    )
+
+
+def measure(client: Any, path: str, requests: int) -> tuple[int, list[float], int]:
+    """(SQL statements of one request, latencies in ms, status) for `requests` GETs of `path`."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(path)
+    latencies = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        client.get(path)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return len(captured.captured_queries), latencies, response.status_code
+
+
+def p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    from django.test import Client
+
+    from accounts.models import User
+    from integrations.models import Integration
+
+    user = User.objects.create_user(email="many@example.com", password="x")
+    admin = User.objects.create_superuser(email="admin-bench@example.com", password="x")
+    integrations = [
+        Integration.objects.create(user=user, provider="gmail", account_address="many@gmail.example.com"),
+        Integration.objects.create(user=user, provider="outlook", account_address="many@outlook.example.com"),
+    ]
+    person, operator = Client(), Client()
+    person.force_login(user)
+    operator.force_login(admin)
+    paths = {
+        "page": (person, "/"),
+        "api": (person, "/api/tasks"),
+        "admin_tasks": (operator, "/admin/tasks/task/"),
+        "admin_ledger": (operator, "/admin/extraction/processedemail/"),
+    }
+    small = max(args.tasks // 10, 1)
+    seed(small, start=0, user=user, integrations=integrations)
+    at_small = {name: measure(client, path, 3)[0] for name, (client, path) in paths.items()}
+    seed(args.tasks - small, start=small, user=user, integrations=integrations)
+    figures: dict[str, Any] = {"tasks": args.tasks, "tasks_small": small}
+    for name, (client, path) in paths.items():
+        queries, latencies, status = measure(client, path, args.requests)
+        figures[f"{name}_queries"] = queries
+        figures[f"{name}_queries_at_{small}"] = at_small[name]
+        figures[f"{name}_status"] = status
+        figures[f"{name}_p50_ms"] = p(latencies, 0.5)
+        figures[f"{name}_p95_ms"] = p(latencies, 0.95)
+        figures[f"{name}_mean_ms"] = round(statistics.fmean(latencies), 1)
+    figures["requests"] = args.requests
+    figures["checks_failed"] = [
+        f"{name}: {figures[f'{name}_queries_at_{small}']} statements at {small} tasks, "
+        f"{figures[f'{name}_queries']} at {args.tasks}"
+        for name in paths
+        if figures[f"{name}_queries"] != figures[f"{name}_queries_at_{small}"]
+    ] + [f"{name} answered {figures[f'{name}_status']}" for name in paths if figures[f"{name}_status"] != 200]
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=30, help="timed requests per page (default 30)")
+    args = parser.parse_args()
+    print(f"benchmark task_list: {args.tasks} tasks for one person, {args.requests} timed requests per page")
+    server = postgres_server_url()
+    created = False
+    try:
+        django_setup(database_create(server, DATABASE))
+        created = True
+        figures = bench(args)
+    finally:
+        if created:
+            from django.db import connections
+
+            connections.close_all()
+        database_drop(server, DATABASE)
+    small = figures["tasks_small"]
+    for name in ("page", "api", "admin_tasks", "admin_ledger"):
+        at_small = figures[f"{name}_queries_at_{small}"]
+        print(
+            f"{name:13} {figures[name + '_queries']:3} SQL statements at {figures['tasks']} tasks "
+            f"({at_small} at {small}), p50 {figures[name + '_p50_ms']} ms, p95 {figures[name + '_p95_ms']} ms"
+        )
+    print(json.dumps(figures))
+    return 1 if figures["checks_failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""A run's outcome in one plain sentence. The technical detail (the provider's or Gemini's error text)
+stays in the run record and the logs; a person reads what happened and what to do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django import template
+
+from extraction.models import ExtractionRun
+
+register = template.Library()
+
+
+@dataclass(frozen=True)
+class Problem:
+    sentence: str  # without its full stop: the page adds ": <fix>." or "."
+    fix_url_name: str = ""  # a page that fixes it, when there is one
+    fix_text: str = ""
+    warning: bool = False  # the run did its work, but not all of it
+
+
+_MAILBOX_FIX = ("mailboxes", "fix it on the Mailboxes page")
+
+PROBLEMS: dict[str, Problem] = {
+    "no_consent": Problem("Nothing was read, because Tasklift has no AI consent", "consent", "give consent"),
+    "consent_revoked": Problem("The read stopped, because AI consent was revoked", "consent", "review your consent"),
+    "no_mailbox": Problem("Nothing was read, because no mailbox is connected", "mailboxes", "connect one"),
+    "provider_auth": Problem(
+        "A mailbox no longer lets Tasklift read it", "mailboxes", "reconnect it on the Mailboxes page"
+    ),
+    "provider_rate_limited": Problem("Your mail provider asked Tasklift to slow down; the next read tries again"),
+    "provider_unavailable": Problem("Your mail provider could not be reached; the next read tries again"),
+    "provider_error": Problem("Your mail could not be read just now; the next read tries again"),
+    "cursor_expired": Problem("A mailbox has to be read again from an earlier point; the next read does it"),
+    "cursor_conflict": Problem("A mailbox changed during the read; nothing was lost and the next read goes on"),
+    "lease_lost": Problem("Another read of yours took over from this one; nothing was lost"),
+    "busy": Problem("Another read of yours took too long, so this one did not start"),
+    "worker_lost": Problem("This read stopped unexpectedly; the next read starts afresh and nothing was lost"),
+    "queue_unavailable": Problem("This read could not be started just now; try again in a minute"),
+}
+LLM_PROBLEM = Problem("The AI could not be reached; your tasks so far are kept and the next read goes on")
+OTHER_PROBLEM = Problem("This read did not finish; the next read tries again and nothing was lost")
+
+
+@register.filter
+def run_problem(run: ExtractionRun | None) -> Problem | None:
+    """What went wrong with a finished run, or None when nothing did."""
+    if run is None or not run.is_finished or not (run.error_code or run.status == ExtractionRun.Status.FAILED):
+        return None
+    if run.error_code == "partial":
+        names = " and ".join(left_out(run)) or "one of your mailboxes"
+        return Problem(f"Tasklift read your mail, but not all of {names}", *_MAILBOX_FIX, warning=True)
+    if run.error_code.startswith("llm_"):
+        return LLM_PROBLEM
+    return PROBLEMS.get(run.error_code, OTHER_PROBLEM if run.status == ExtractionRun.Status.FAILED else None)
+
+
+@register.filter
+def left_out(run: ExtractionRun) -> list[str]:
+    """The mailboxes a run could not read completely ("Gmail a@b.c"), for its warning."""
+    return [
+        f"{m.get('provider', '').capitalize()} {m.get('address', '')}".strip()
+        for m in run.mailboxes.values()
+        if isinstance(m, dict) and m.get("status") in ("failed", "partial")
+    ]

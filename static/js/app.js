@@ -1,0 +1,110 @@
+// Tasklift's few behaviours in the browser. A static file, not inline script: the Content-Security-Policy
+// forbids inline script and eval (htmx runs with allowEval off).
+(function () {
+  "use strict";
+
+  function browserTimeZone() {
+    try {
+      return Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+    } catch (e) {
+      return "";
+    }
+  }
+
+  // Sign-up: the hidden time zone field takes the browser's zone.
+  function fillTimeZones(root) {
+    var zone = browserTimeZone();
+    root.querySelectorAll("input[data-browser-tz]").forEach(function (input) {
+      if (!input.value && zone) input.value = zone;
+    });
+    // Settings: a button that picks this device's zone, shown only when the list has it.
+    root.querySelectorAll("button[data-browser-tz-target]").forEach(function (button) {
+      var select = document.getElementById(button.getAttribute("data-browser-tz-target"));
+      if (!select || !zone || !select.querySelector('option[value="' + zone + '"]')) return;
+      button.hidden = false;
+      button.textContent = "Use this device’s time zone (" + zone + ")";
+      button.addEventListener("click", function () { select.value = zone; });
+    });
+  }
+
+  // The "Extract now" refusal counts down the seconds to wait.
+  function startCountdowns(root) {
+    root.querySelectorAll("[data-countdown]").forEach(function (el) {
+      if (el.dataset.counting) return;
+      el.dataset.counting = "1";
+      var left = parseInt(el.getAttribute("data-countdown"), 10) || 0;
+      var timer = setInterval(function () {
+        if (!document.body.contains(el)) { clearInterval(timer); return; }
+        left -= 1;
+        if (left > 0) {
+          el.textContent = String(left);
+          return;
+        }
+        clearInterval(timer);
+        var sentence = el.closest(".countdown-text") || el;
+        sentence.textContent = "You can start another extraction now.";
+        var box = el.closest("[data-status='limited']");
+        if (box) box.setAttribute("data-status", "ready");
+      }, 1000);
+    });
+  }
+
+  function selectOnFocus(root) {
+    root.querySelectorAll("[data-select-on-focus]").forEach(function (input) {
+      input.addEventListener("focus", function () { input.select(); });
+    });
+  }
+
+  function init(root) {
+    fillTimeZones(root);
+    startCountdowns(root);
+    selectOnFocus(root);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { init(document); });
+  document.addEventListener("htmx:load", function (event) { if (event.detail && event.detail.elt) init(event.detail.elt); });
+
+  // Bulk select: "Select all" ticks every task shown.
+  document.addEventListener("change", function (event) {
+    if (event.target && event.target.id === "select-all") {
+      document.querySelectorAll("#task-list .select-task").forEach(function (box) { box.checked = event.target.checked; });
+    }
+  });
+
+  // The list fetches itself again when tasks change (a run, another tab). Not while the person edits a task
+  // in it (their typing would be lost): the refresh waits until the edit is saved or cancelled. Ticked boxes
+  // stay ticked across a refresh.
+  var refreshWaiting = false;
+  var ticked = [];
+  function editing() { return document.querySelector("#task-list .editing") !== null; }
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (elt && elt.id === "task-list" && editing()) {
+      event.preventDefault();
+      refreshWaiting = true;
+    }
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (target && target.id === "task-list") {
+      ticked = Array.prototype.map.call(document.querySelectorAll("#task-list .select-task:checked"), function (box) {
+        return box.value;
+      });
+    }
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var target = event.detail && event.detail.target;
+    if (target && target.id === "task-list") {
+      ticked.forEach(function (id) {
+        var box = document.querySelector('#task-list .select-task[value="' + id + '"]');
+        if (box) box.checked = true;
+      });
+      ticked = [];
+    }
+    if (refreshWaiting && !editing() && window.htmx) {
+      refreshWaiting = false;
+      window.htmx.trigger(document.body, "tasksChanged");
+    }
+  });
+})();
