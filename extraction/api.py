@@ -26,6 +26,7 @@ class RunCountsOut(Schema):
     sent_to_llm: int
     tasks_created: int
     quarantined: int
+    cut_to_fit: int = 0  # emails whose sender, subject or body was cut to fit the prompt
 
 
 class RunLLMOut(Schema):

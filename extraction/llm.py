@@ -11,6 +11,7 @@ still failing after that raises `LLMUnavailable`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 
 from extraction.crashpoints import crash_point
 from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, build_prompt
+from integrations.mail.text import without_format_characters
 from integrations.providers.base import Email
 from tasks.services import due_date_in_range
 
@@ -136,6 +138,7 @@ class LLMResult:
     emails: dict[str, Email]  # temporary id -> the email it stood for
     usage: LLMUsage = field(default_factory=LLMUsage)
     calls: int = 1  # HTTP requests made, retries included
+    cut: int = 0  # emails of the batch whose sender, subject or body was cut to fit the prompt
     model: str = ""
     prompt_version: str = PROMPT_VERSION
 
@@ -202,10 +205,10 @@ class GeminiClient:
         Raises LLMUnavailable, LLMRejected or LLMBadOutput; `error.calls` and `error.usage` say what the
         failed attempt cost.
         """
-        contents, mapping = build_prompt(emails, max_body_chars=self.max_body_chars)
+        contents, mapping, cut = build_prompt(emails, max_body_chars=self.max_body_chars)
         self._attempts.count = 0
         try:
-            return self._extract(contents, mapping)
+            return dataclasses.replace(self._extract(contents, mapping), cut=cut)
         except LLMError as error:
             error.calls = self._attempts.count
             raise
@@ -308,9 +311,8 @@ class GeminiClient:
         try:
             return ExtractionAnswer.model_validate(data)
         except ValidationError as exc:
-            where = ", ".join(".".join(str(p) for p in e["loc"]) or "answer" for e in exc.errors()[:3])
             raise LLMBadOutput(
-                f"Gemini's answer does not have the expected shape (at {where}).", code="bad_shape"
+                f"Gemini's answer does not have the expected shape ({len(exc.errors())} problems).", code="bad_shape"
             ) from exc
 
     def _validate(self, answer: ExtractionAnswer, mapping: dict[str, Email]) -> dict[str, list[ExtractedTask]]:
@@ -318,9 +320,7 @@ class GeminiClient:
         for entry in answer.emails:
             email_id = entry.email_id
             if email_id not in mapping:
-                raise LLMBadOutput(
-                    f"Gemini's answer names an email that is not in the batch ({email_id[:40]!r}).", code="unknown_id"
-                )
+                raise LLMBadOutput("Gemini's answer names an email that is not in the batch.", code="unknown_id")
             if email_id in tasks:
                 raise LLMBadOutput(f"Gemini's answer lists {email_id} more than once.", code="duplicate_id")
             if len(entry.tasks) > self.max_tasks_per_email:
@@ -336,7 +336,7 @@ class GeminiClient:
         return tasks
 
     def _task(self, email_id: str, title: str, due_date: str | None, priority: Priority | None) -> ExtractedTask:
-        title = " ".join(title.split())
+        title = " ".join(without_format_characters(title).split())  # a title of zero-width spaces is empty
         if not title:
             raise LLMBadOutput(f"Gemini gave a task without a title for {email_id}.", code="empty_title")
         if len(title) > self.max_title_chars:
@@ -384,7 +384,7 @@ def _due_date(email_id: str, value: str | None) -> date | None:
         due = date.fromisoformat(value)
     except ValueError:
         raise LLMBadOutput(
-            f"Gemini gave a due date for {email_id} that is not a YYYY-MM-DD date ({value[:20]!r}).", code="bad_date"
+            f"Gemini gave a due date for {email_id} that is not a YYYY-MM-DD date.", code="bad_date"
         ) from None
     if not due_date_in_range(due):  # a date no one means (1900, 2099): the task stands, without it
         logger.info("gemini gave an out-of-range due date for %s; the task keeps no date", email_id)
@@ -403,9 +403,18 @@ def _usage(response: types.GenerateContentResponse) -> LLMUsage:
     if meta is None:
         return LLMUsage()
     return LLMUsage(
-        prompt_tokens=meta.prompt_token_count or 0,
-        output_tokens=(meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0),
+        prompt_tokens=_tokens(meta.prompt_token_count),
+        output_tokens=_tokens(meta.candidates_token_count) + _tokens(meta.thoughts_token_count),
     )
+
+
+MAX_TOKENS_PER_CALL = 2_000_000  # more than any model's window: a bigger figure is not a count
+
+
+def _tokens(value: int | None) -> int:
+    """A usage figure as the run record can keep it: the answer's own numbers are not trusted (a negative
+    or absurd count would break the record and stall the mailbox)."""
+    return min(max(int(value or 0), 0), MAX_TOKENS_PER_CALL)
 
 
 def _api_error(exc: errors.APIError, *, attempts: int) -> LLMError:

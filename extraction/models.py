@@ -50,6 +50,7 @@ class ExtractionRun(TimeStampedModel):
     emails_sent_to_llm = models.PositiveIntegerField(default=0)
     tasks_created = models.PositiveIntegerField(default=0)
     emails_quarantined = models.PositiveIntegerField(default=0)
+    emails_cut = models.PositiveIntegerField(default=0)  # a sender, subject or body cut to fit the prompt
     llm_calls = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)

@@ -523,6 +523,7 @@ class ExtractionPipeline:
             crash_point("batch_tx")
             ExtractionRun.objects.filter(pk=self.run.pk).update(
                 emails_sent_to_llm=F("emails_sent_to_llm") + len(batch),
+                emails_cut=F("emails_cut") + result.cut,
                 tasks_created=F("tasks_created") + created,
                 llm_calls=F("llm_calls") + result.calls,
                 prompt_tokens=F("prompt_tokens") + result.usage.prompt_tokens,
@@ -620,7 +621,8 @@ class ExtractionPipeline:
 
     def _reject(self, error: LLMBadOutput, batch: list[SourcedEmail]) -> None:
         self.run.refresh_from_db(fields=["rejections"])
-        rejections = [*self.run.rejections, {"emails": len(batch), "code": error.code, "message": error.message}]
+        # Codes and counts only: what Gemini answered is never kept (it may quote the mail).
+        rejections = [*self.run.rejections, {"emails": len(batch), "code": error.code}]
         self._update(rejections=rejections)
 
     def _count_llm(self, *, calls: int, prompt: int = 0, output: int = 0) -> None:

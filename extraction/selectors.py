@@ -60,6 +60,7 @@ def run_as_dict(run: ExtractionRun) -> dict[str, object]:
             "sent_to_llm": run.emails_sent_to_llm,
             "tasks_created": run.tasks_created,
             "quarantined": run.emails_quarantined,
+            "cut_to_fit": run.emails_cut,
         },
         "llm": {"calls": run.llm_calls, "prompt_tokens": run.prompt_tokens, "output_tokens": run.output_tokens},
         "mailboxes": list(run.mailboxes.values()),

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from config.errors import ApplicationError
+from integrations.mail.text import without_format_characters
 from tasks.models import Task, TaskLink
 
 MAX_TITLE_CHARS = 300
@@ -29,6 +30,12 @@ def due_date_in_range(value: date) -> bool:
 def db_text(value: str) -> str:
     """Text as PostgreSQL can store it: it refuses NUL characters, which mail and LLM answers may hold."""
     return value.replace("\x00", "")
+
+
+def shown_text(value: str) -> str:
+    """Text from mail or an LLM as a person will see it: storable, and without format characters (an
+    invisible title, a sender reversed by U+202E)."""
+    return without_format_characters(value)
 
 
 def task_title_key(title: str) -> str:
@@ -77,13 +84,13 @@ def _task_insert(rows: list[EmailTaskRow]) -> int:
         "source_id": ("text", [db_text(r.message_id) for r in rows]),
         "email_key": ("text", [db_text(r.email_key) for r in rows]),
         "integration_id": ("bigint", [r.integration_id for r in rows]),
-        "title": ("text", [db_text(r.title)[:MAX_TITLE_CHARS] for r in rows]),
-        "title_key": ("text", [task_title_key(db_text(r.title)) for r in rows]),
+        "title": ("text", [shown_text(r.title)[:MAX_TITLE_CHARS] for r in rows]),
+        "title_key": ("text", [task_title_key(shown_text(r.title)) for r in rows]),
         "due_date": ("date", [r.due_date for r in rows]),
         "priority": ("text", [r.priority for r in rows]),
         "email_link": ("text", [db_text(r.email_link)[:1000] for r in rows]),
-        "email_sender": ("text", [db_text(r.email_sender)[:500] for r in rows]),
-        "email_subject": ("text", [db_text(r.email_subject)[:1000] for r in rows]),
+        "email_sender": ("text", [shown_text(r.email_sender)[:500] for r in rows]),
+        "email_subject": ("text", [shown_text(r.email_subject)[:1000] for r in rows]),
         "email_received_at": ("timestamptz", [r.email_received_at for r in rows]),
         "run_id": ("bigint", [r.run_id for r in rows]),
     }
@@ -119,7 +126,7 @@ def _task_link(rows: list[EmailTaskRow]) -> None:
         [r.integration_id for r in rows],
         [db_text(r.message_id) for r in rows],
         [db_text(r.email_key) for r in rows],
-        [task_title_key(db_text(r.title)) for r in rows],
+        [task_title_key(shown_text(r.title)) for r in rows],
         [db_text(r.email_link)[:1000] for r in rows],
         Task.Source.EMAIL_AI,
     ]
@@ -128,7 +135,7 @@ def _task_link(rows: list[EmailTaskRow]) -> None:
 
 
 def _clean_title(title: str) -> str:
-    title = " ".join(db_text(title).split())
+    title = " ".join(shown_text(title).split())
     if not title:
         raise ApplicationError("A task needs a title.", code="invalid_title", extra={"field": "title"})
     if len(title) > MAX_TITLE_CHARS:

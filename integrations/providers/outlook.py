@@ -340,9 +340,22 @@ class OutlookProvider:
             subject=str(message.get("subject") or ""),
             received_at=received_at,
             body_text=text.replace("\r\n", "\n").strip(),
-            web_link=str(message.get("webLink") or outlook_web_link(message_id)),
+            web_link=_web_link(message.get("webLink"), message_id),
             internet_message_id=message_id_key(str(message.get("internetMessageId") or "")),
         )
+
+
+# Outlook on the web's hosts: a webLink elsewhere (or not https, e.g. "javascript:") is never shown.
+OUTLOOK_WEB_HOSTS = {"outlook.office365.com", "outlook.office.com", "outlook.live.com"}
+
+
+def _web_link(value: Any, message_id: str) -> str:
+    """Graph's webLink when it is an https link to Outlook on the web; else one built from the message id."""
+    link = str(value or "")
+    parts = urlsplit(link)
+    if parts.scheme == "https" and (parts.hostname or "") in OUTLOOK_WEB_HOSTS and not parts.username:
+        return link
+    return outlook_web_link(message_id)
 
 
 def outlook_web_link(message_id: str) -> str:

@@ -68,7 +68,14 @@ def test_api_reads_the_run_record(client: Client, gmail: GmailBox, consenting_us
     client.force_login(consenting_user)
     record = client.get(f"/api/extraction/runs/{run.pk}").json()
     assert record["status"] == "succeeded"
-    assert record["counts"] == {"fetched": 1, "already_done": 0, "sent_to_llm": 1, "tasks_created": 1, "quarantined": 0}
+    assert record["counts"] == {
+        "fetched": 1,
+        "already_done": 0,
+        "sent_to_llm": 1,
+        "tasks_created": 1,
+        "quarantined": 0,
+        "cut_to_fit": 0,
+    }
     assert record["llm"]["calls"] == 1
 
 

@@ -47,14 +47,14 @@ def email_task(user: User, integration: Integration, message_id: str, title: str
 
 
 def titles(body: str) -> list[str]:
-    return re.findall(r'<strong class="task-title">([^<]*)</strong>', body)
+    return re.findall(r'<strong class="task-title"[^>]*>([^<]*)</strong>', body)
 
 
 def groups(body: str) -> dict[str, list[str]]:
     """The list's groups in order, each with its task titles."""
     found: dict[str, list[str]] = {}
     current = ""
-    for match in re.finditer(r'data-group="([a-z_]+)"|<strong class="task-title">([^<]*)</strong>', body):
+    for match in re.finditer(r'data-group="([a-z_]+)"|<strong class="task-title"[^>]*>([^<]*)</strong>', body):
         if match[1]:
             current = match[1]
             found[current] = []
