@@ -95,6 +95,10 @@ def _postgres_start(data_dir: Path) -> None:
     stale = PostmasterInfo.read_from_pgdata(data_dir) if (data_dir / "postmaster.pid").exists() else None
     if stale is not None and not _is_postgres_of(stale.pid, data_dir):
         (data_dir / "postmaster.pid").unlink()  # left by a server that died; its pid may be another process's now
+    elif stale is not None:
+        # Running but not answering (its socket file was removed, e.g. by an older server of a deleted
+        # copy of this folder shutting down): stop it, so that it can be started properly.
+        _pg("pg_ctl", ["-w", "-t", "30", "-m", "fast", "stop"], data_dir)
     socket_dir = find_suitable_socket_dir(data_dir, Path(tempfile.gettempdir()))
     if user is not None and socket_dir != data_dir:
         socket_dir.chmod(0o777)

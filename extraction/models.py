@@ -83,6 +83,8 @@ class ProcessedEmail(TimeStampedModel):
 
     integration = models.ForeignKey("integrations.Integration", on_delete=models.CASCADE, related_name="ledger")
     message_id = models.CharField(max_length=512)
+    # The email's Message-ID: a copy of it reaching another mailbox of the person is not read again.
+    email_key = models.CharField(max_length=512, blank=True)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     tasks_created = models.PositiveIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=1)
@@ -91,6 +93,7 @@ class ProcessedEmail(TimeStampedModel):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["integration", "message_id"], name="ledger_once_per_email")]
+        indexes = [models.Index(fields=["email_key"], condition=~models.Q(email_key=""), name="ledger_email_key")]
         verbose_name = "ledger entry"
         verbose_name_plural = "ledger entries"
 

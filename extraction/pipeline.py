@@ -9,7 +9,7 @@ run fetches the same mail again and skips what the ledger already holds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +24,7 @@ from extraction.crashpoints import crash_point
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
 from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.prompt import temp_id
-from extraction.selectors import resync_note
+from extraction.selectors import email_keys_handled, resync_note
 from extraction.services import (
     LedgerEntry,
     fetch_failure_record,
@@ -52,7 +52,7 @@ from integrations.services import (
     integration_provider,
     integration_save_refreshed_credentials,
 )
-from tasks.services import EmailTaskRow, task_insert_from_emails
+from tasks.services import EmailCopy, EmailTaskRow, task_insert_from_emails, task_link_copies
 
 logger = logging.getLogger(__name__)
 
@@ -371,12 +371,24 @@ class ExtractionPipeline:
         counter = _QueryCounter()
         with connection.execute_wrapper(counter):
             self._guard_batch()
-            try:
-                result = self._read(batch)
-            except _Unread as unread:
-                tasks = self._isolate(batch, unread.error)
+            # The same message reached another mailbox of the person and was read there: it is not sent to
+            # Gemini again, only linked (one task per email, whichever mailbox it came through).
+            handled = email_keys_handled(
+                user_id=self.run.user_id, keys=[item.email.internet_message_id for item in batch]
+            )
+            copies = [item for item in batch if item.email.internet_message_id in handled]
+            fresh = [item for item in batch if item.email.internet_message_id not in handled]
+            if not fresh:
+                tasks = self._write([], None, copies=copies)
             else:
-                tasks = self._write(batch, result)
+                try:
+                    result = self._read(fresh)
+                except _Unread as unread:
+                    tasks = self._isolate(fresh, unread.error)
+                    if copies:
+                        self._write([], None, copies=copies)
+                else:
+                    tasks = self._write(fresh, result, copies=copies)
         self.batch_stats.append(BatchStat(emails=len(batch), tasks=tasks, queries=counter.count))
 
     def _guard_batch(self) -> None:
@@ -490,11 +502,15 @@ class ExtractionPipeline:
         if not lease_holds(user_id=self.run.user_id, token=self.token):
             raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
 
-    def _write(self, batch: list[SourcedEmail], result: LLMResult) -> int:
-        """The batch's tasks and ledger rows in one transaction: both or neither."""
+    def _write(
+        self, batch: list[SourcedEmail], result: LLMResult | None, *, copies: Sequence[SourcedEmail] = ()
+    ) -> int:
+        """The batch's tasks and ledger rows in one transaction: both or neither. `copies` are emails read
+        through another mailbox already: linked to their tasks and recorded, not read."""
         rows: list[EmailTaskRow] = []
         entries: list[LedgerEntry] = []
         for index, item in enumerate(batch):
+            assert result is not None
             email, integration = item.email, item.mailbox.integration
             found = result.tasks.get(temp_id(index), [])  # by position: two mailboxes may share an id
             rows.extend(
@@ -515,19 +531,44 @@ class ExtractionPipeline:
                 for task in found
             )
             outcome = ProcessedEmail.Outcome.TASKS if found else ProcessedEmail.Outcome.NO_TASKS
-            entries.append(LedgerEntry(integration.pk, email.message_id, outcome, len(found)))
+            entries.append(
+                LedgerEntry(integration.pk, email.message_id, outcome, len(found), email_key=email.internet_message_id)
+            )
+        linked = [
+            EmailCopy(
+                self.run.user_id,
+                item.mailbox.integration.pk,
+                item.email.message_id,
+                item.email.internet_message_id,
+                item.email.web_link,
+            )
+            for item in copies
+        ]
+        entries += [
+            LedgerEntry(
+                item.mailbox.integration.pk,
+                item.email.message_id,
+                ProcessedEmail.Outcome.NO_TASKS,
+                0,
+                "read through another mailbox",
+                email_key=item.email.internet_message_id,
+            )
+            for item in copies
+        ]
         with transaction.atomic():
             self._hold_lease()
             created = task_insert_from_emails(rows=rows)
+            task_link_copies(copies=linked)
             ledger_record(entries=entries, run_id=self.run.pk)
             crash_point("batch_tx")
             ExtractionRun.objects.filter(pk=self.run.pk).update(
                 emails_sent_to_llm=F("emails_sent_to_llm") + len(batch),
-                emails_cut=F("emails_cut") + result.cut,
+                emails_already_done=F("emails_already_done") + len(copies),
+                emails_cut=F("emails_cut") + (result.cut if result else 0),
                 tasks_created=F("tasks_created") + created,
-                llm_calls=F("llm_calls") + result.calls,
-                prompt_tokens=F("prompt_tokens") + result.usage.prompt_tokens,
-                output_tokens=F("output_tokens") + result.usage.output_tokens,
+                llm_calls=F("llm_calls") + (result.calls if result else 0),
+                prompt_tokens=F("prompt_tokens") + (result.usage.prompt_tokens if result else 0),
+                output_tokens=F("output_tokens") + (result.usage.output_tokens if result else 0),
                 updated_at=timezone.now(),
             )
         crash_point("after_batch")

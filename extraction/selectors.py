@@ -34,6 +34,19 @@ def run_is_being_run(*, run: ExtractionRun) -> bool:
     return ExtractionLease.objects.filter(user_id=run.user_id, run_id=run.pk).exists()
 
 
+def email_keys_handled(*, user_id: int, keys: list[str]) -> set[str]:
+    """Which of these Message-IDs the person's ledger holds as read (tasks written, or none to write),
+    through any mailbox. A copy that was set aside is not counted: the other copy may read fine."""
+    keys = [k for k in keys if k]
+    return set(
+        ProcessedEmail.objects.filter(
+            integration__user_id=user_id,
+            email_key__in=keys,
+            outcome__in=(ProcessedEmail.Outcome.TASKS, ProcessedEmail.Outcome.NO_TASKS),
+        ).values_list("email_key", flat=True)
+    )
+
+
 def run_get(*, user: User, run_id: int) -> ExtractionRun:
     run = ExtractionRun.objects.filter(user=user, pk=run_id).first()
     if run is None:

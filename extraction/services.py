@@ -211,6 +211,7 @@ class LedgerEntry:
     outcome: str
     tasks_created: int = 0
     last_error: str = ""
+    email_key: str = ""
 
 
 def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
@@ -218,10 +219,11 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
     now = timezone.now()
     sql = (
         f"INSERT INTO {ProcessedEmail._meta.db_table} "  # noqa: S608
-        "(integration_id, message_id, outcome, tasks_created, last_error, attempts, run_id, created_at, updated_at) "
-        "SELECT integration_id, message_id, outcome, tasks_created, last_error, 1, %s, %s, %s "
-        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::int[], %s::text[]) "
-        "AS t(integration_id, message_id, outcome, tasks_created, last_error) "
+        "(integration_id, message_id, outcome, tasks_created, last_error, email_key, attempts, run_id, created_at, "
+        "updated_at) "
+        "SELECT integration_id, message_id, outcome, tasks_created, last_error, email_key, 1, %s, %s, %s "
+        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[]) "
+        "AS t(integration_id, message_id, outcome, tasks_created, last_error, email_key) "
         "ON CONFLICT (integration_id, message_id) DO NOTHING"
     )
     params: list[Any] = [
@@ -233,6 +235,7 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
         [e.outcome for e in entries],
         [e.tasks_created for e in entries],
         [db_text(e.last_error) for e in entries],
+        [db_text(e.email_key) for e in entries],
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -134,6 +134,41 @@ def _task_link(rows: list[EmailTaskRow]) -> None:
         cursor.execute(sql, params)
 
 
+@dataclass(frozen=True)
+class EmailCopy:
+    """An email whose Message-ID was already read through another mailbox of the person."""
+
+    user_id: int
+    integration_id: int
+    message_id: str
+    email_key: str
+    email_link: str
+
+
+def task_link_copies(*, copies: list[EmailCopy]) -> None:
+    """Link the tasks of each copy's email (made through another mailbox) to the copy's mailbox too. One
+    statement whatever the number of copies (none included), so a batch's query count stays constant."""
+    sql = (
+        f"INSERT INTO {TaskLink._meta.db_table} (task_id, integration_id, message_id, web_link, created_at) "  # noqa: S608
+        f"SELECT DISTINCT ON (t.id, c.integration_id) t.id, c.integration_id, c.message_id, c.web_link, %s "
+        "FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[]) "
+        "AS c(user_id, integration_id, message_id, email_key, web_link) "
+        f"JOIN {Task._meta.db_table} t ON t.user_id = c.user_id AND t.source = %s AND t.email_key = c.email_key "
+        "ON CONFLICT (task_id, integration_id) DO NOTHING"
+    )
+    params: list[Any] = [
+        timezone.now(),
+        [c.user_id for c in copies],
+        [c.integration_id for c in copies],
+        [db_text(c.message_id) for c in copies],
+        [db_text(c.email_key) for c in copies],
+        [db_text(c.email_link)[:1000] for c in copies],
+        Task.Source.EMAIL_AI,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
 def _clean_title(title: str) -> str:
     title = " ".join(shown_text(title).split())
     if not title:

@@ -119,3 +119,22 @@ def test_an_edit_changes_only_what_was_given_and_keeps_the_task_the_same_for_ext
     task.refresh_from_db()
     assert (task.title, task.notes, task.priority) == ("Pay the ACME invoice", "by card", "high")
     assert Task.objects.count() == 1
+
+
+def test_a_copy_already_read_through_another_mailbox_is_not_sent_to_gemini_again(
+    sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail = connect_gmail(sandbox, consenting_user, "person@gmail.example.com")
+    outlook = connect_outlook(sandbox, consenting_user, "person@outlook.example.com")
+    raw = ask(8)
+    gmail.deliver(raw)
+    first = run_extraction(consenting_user)
+    assert (first.emails_sent_to_llm, first.tasks_created) == (1, 1)
+    outlook.deliver(raw)  # the same message arrives in Outlook later (forwarded)
+
+    second = run_extraction(consenting_user)
+
+    assert second.status == "succeeded"
+    assert (second.emails_sent_to_llm, second.llm_calls, second.emails_already_done) == (0, 0, 1)
+    task = Task.objects.get()
+    assert {link.integration.provider for link in TaskLink.objects.filter(task=task)} == {"gmail", "outlook"}
