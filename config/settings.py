@@ -145,8 +145,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
 
-# Rate limiting (django-ratelimit) uses the shared Redis cache.
+# Rate limiting (django-ratelimit) uses the shared Redis cache. Behind a proxy, name the META key that holds
+# the client's address (e.g. HTTP_X_REAL_IP set by the proxy), or every client counts as the proxy.
 RATELIMIT_USE_CACHE = "default"
+RATELIMIT_IP_META_KEY = env_str("RATELIMIT_IP_META_KEY") or None
 
 # External services: real when configured, the sandbox otherwise ------------------------------------
 SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765").rstrip("/")
@@ -256,6 +258,11 @@ LOGGING = {
         "pgserver": {"level": "WARNING"},
     },
 }
+
+# Login: failed attempts allowed per account and per client address within the window (accounts/throttle.py).
+LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 10, minimum=1)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)
+LOGIN_FAILURE_WINDOW_MINUTES = env_int("LOGIN_FAILURE_WINDOW_MINUTES", 15, minimum=1)
 
 # Extraction ---------------------------------------------------------------------------------------
 EXTRACTION_RUNS_PER_MINUTE = env_int("EXTRACTION_RUNS_PER_MINUTE", 6, minimum=1)

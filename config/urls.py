@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, re_path
 
 from accounts import views as account_views
+from accounts.throttle import login_throttled
 from config.api import api, api_not_found
 from config.health import healthz
 from extraction import views as extraction_views
@@ -33,9 +34,10 @@ urlpatterns = [
     path("integrations/microsoft/connect", integration_views.microsoft_connect, name="microsoft_connect"),
     path("integrations/microsoft/callback", integration_views.microsoft_callback, name="microsoft_callback"),
     path("signup/", account_views.signup, name="signup"),
-    path("login/", account_views.TaskliftLoginView.as_view(), name="login"),
+    path("login/", login_throttled(account_views.TaskliftLoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
+    path("admin/login/", login_throttled(admin.site.login)),  # before the admin's own routes
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     re_path(r"^api/", api_not_found),
