@@ -41,10 +41,17 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 if PRODUCTION:
+    if DEBUG:
+        raise ImproperlyConfigured("Production mode refuses DEBUG=true: it shows code and settings to anyone.")
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # A proxy that terminates TLS and redirects http itself may turn Django's redirect off.
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = 3600
+    CSRF_COOKIE_HTTPONLY = True  # htmx and the API docs read the token from the page, never from the cookie
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000, minimum=31_536_000)  # a year at least
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
     SECURE_CONTENT_TYPE_NOSNIFF = True
 
 # Encryption of secrets at rest: Fernet keys, newest first. Older keys only decrypt, so a key can be

@@ -1,4 +1,5 @@
 import os
+import secrets
 import subprocess
 import sys
 
@@ -57,3 +58,34 @@ def test_a_malformed_number_setting_is_a_clear_error() -> None:
     result = _import_settings(GEMINI_TIMEOUT_S="soon")
     assert result.returncode != 0
     assert "GEMINI_TIMEOUT_S must be a whole number" in result.stderr
+
+
+def _production(**env: str) -> dict[str, str]:
+    from cryptography.fernet import Fernet
+
+    return {
+        "TASKLIFT_MODE": "production",
+        "SECRET_KEY": secrets.token_urlsafe(60),
+        "TASKLIFT_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+        "DEBUG": "false",
+        **env,
+    }
+
+
+def test_production_refuses_debug() -> None:
+    result = _import_settings(**_production(DEBUG="true"))
+    assert result.returncode != 0
+    assert "Production mode refuses DEBUG=true" in result.stderr
+
+
+def test_check_deploy_is_clean_at_warning_level_in_production() -> None:
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **_production()}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
