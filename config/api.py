@@ -8,6 +8,8 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
+from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.http.multipartparser import MultiPartParserError
@@ -176,6 +178,10 @@ api = TaskliftAPI(
     auth=api_auth,
     urls_namespace="api",
     docs=OfflineSwagger(),
+    # API_DOCS: "public" (development), "staff" (production's default: admins only), or "off".
+    docs_decorator=staff_member_required if settings.API_DOCS == "staff" else None,
+    openapi_url=None if settings.API_DOCS == "off" else "/openapi.json",
+    docs_url=None if settings.API_DOCS == "off" else "/docs",
 )
 
 

@@ -266,6 +266,11 @@ LOGGING = {
     },
 }
 
+# The API's docs and OpenAPI document: "public", "staff" (admins only) or "off".
+API_DOCS = env_str("API_DOCS", "staff" if PRODUCTION else "public")
+if API_DOCS not in ("public", "staff", "off"):
+    raise ImproperlyConfigured("API_DOCS must be 'public', 'staff' or 'off'.")
+
 # Login: failed attempts allowed per account and per client address within the window (accounts/throttle.py).
 LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 10, minimum=1)
 LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)

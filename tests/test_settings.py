@@ -89,3 +89,18 @@ def test_check_deploy_is_clean_at_warning_level_in_production() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_api_docs_are_for_staff_only_in_production() -> None:
+    script = (
+        "import django; django.setup();"
+        "from django.test import Client; from django.test.utils import setup_test_environment;"
+        "setup_test_environment(); c = Client(HTTP_X_FORWARDED_PROTO='https');"
+        "print(c.get('/api/docs').status_code, c.get('/api/openapi.json').status_code)"
+    )
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **_production()}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["302", "302"]  # to the admin login: an anonymous caller sees neither
