@@ -247,7 +247,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # No authorization code or state of an OAuth callback URL reaches a log (config/logfilters.py).
+    "filters": {"redact": {"()": "config.logfilters.RedactOAuthParams"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         # Libraries that log token responses or request URLs at DEBUG: never below WARNING, whatever
@@ -263,6 +265,8 @@ LOGGING = {
         "httpx2": {"level": "WARNING"},
         "urllib3": {"level": "WARNING"},
         "pgserver": {"level": "WARNING"},
+        # The development server's access log, through the redacting handler instead of its own.
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
 

@@ -48,13 +48,16 @@ class GoogleOAuthFlow:
         return str(url)
 
     def get_credentials(self, *, params: dict[str, str]) -> Credentials:
-        saved = self.session.pop(SESSION_KEY, None)
+        saved = self.session.get(SESSION_KEY)
         if not saved:
             raise OAuthError("This sign-in link has expired. Start connecting Gmail again.", code="oauth_no_session")
-        if params.get("error"):
-            raise OAuthError("Gmail was not connected: access was not granted.", code="oauth_denied")
+        # The state first: an answer that is not to our request (forged, or a stale tab) changes nothing,
+        # and the connect in progress can still finish.
         if params.get("state") != saved["state"]:
             raise OAuthError("This sign-in answer does not match your request. Try again.", code="oauth_state")
+        self.session.pop(SESSION_KEY, None)
+        if params.get("error"):
+            raise OAuthError("Gmail was not connected: access was not granted.", code="oauth_denied")
         if not params.get("code"):
             raise OAuthError("Google did not return an authorisation code. Try again.", code="oauth_no_code")
         flow = Flow.from_client_config(

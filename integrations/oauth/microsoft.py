@@ -70,9 +70,14 @@ class MicrosoftOAuthFlow:
 
     def get_token_cache(self, *, params: dict[str, str]) -> tuple[str, str, str]:
         """(serialised MSAL cache, home account id, access token) for the account that just signed in."""
-        flow = self.session.pop(SESSION_KEY, None)
+        flow = self.session.get(SESSION_KEY)
         if not flow:
             raise OAuthError("This sign-in link has expired. Start connecting Outlook again.", code="oauth_no_session")
+        # The state first: an answer that is not to our request (forged, or a stale tab) changes nothing,
+        # and the connect in progress can still finish.
+        if params.get("state") != flow.get("state"):
+            raise OAuthError("This sign-in answer does not match your request. Try again.", code="oauth_state")
+        self.session.pop(SESSION_KEY, None)
         if params.get("error"):
             raise OAuthError("Outlook was not connected: access was not granted.", code="oauth_denied")
         cache = msal.SerializableTokenCache()

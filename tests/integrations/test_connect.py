@@ -159,3 +159,19 @@ def test_connecting_never_logs_tokens(client: Client, sandbox: SandboxClient, co
     credentials = integration_credentials(integration=Integration.objects.get())
     assert credentials["token"] not in caplog.text
     assert credentials["refresh_token"] not in caplog.text
+
+
+def test_an_error_answer_without_our_state_does_not_cancel_the_connect_in_progress(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    sandbox.create_mailbox("me@example.com")
+    client.force_login(consenting_user)
+    start = client.post("/integrations/google/connect")
+    params = approve_on_sandbox(start["Location"], "me@example.com")
+
+    forged = client.get("/integrations/google/callback", {"error": "access_denied", "state": "not-ours"}, follow=True)
+    assert "does not match your request" in forged.content.decode()
+
+    response = client.get("/integrations/google/callback", params, follow=True)
+    assert "is connected" in response.content.decode()
+    assert Integration.objects.filter(account_address="me@example.com").exists()
