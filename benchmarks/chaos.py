@@ -58,6 +58,7 @@ from benchmarks.common import (
     ROOT,
     Mail,
     SandboxProcess,
+    connect_sandbox_gmail,
     database_create,
     database_drop,
     django_setup,
@@ -157,23 +158,13 @@ def person_create(
     from accounts.services import consent_grant, user_create
     from benchmarks.extract_outlook import approve_consent_page
     from integrations.oauth.microsoft import MicrosoftOAuthFlow
-    from integrations.providers.gmail import gmail_credentials
     from integrations.providers.outlook import graph_session
-    from integrations.services import gmail_connect, outlook_connect
+    from integrations.services import outlook_connect
 
     user = user_create(email=f"{kind}{index}@tasklift.test", password="chaos-only-password-never-used")
     consent_grant(user=user)
     gmail, outlook = f"{kind}{index}@example.com", f"{kind}{index}@outlook.example.com"
-    client.create_mailbox(gmail)
-    tokens = client.issue_token(gmail, expires_in=24 * 3600)
-    gmail_connect(
-        user=user,
-        credentials=gmail_credentials(
-            access_token=tokens["access_token"],
-            refresh_token=tokens["refresh_token"],
-            expiry=datetime.fromisoformat(tokens["expiry"]),
-        ),
-    )
+    connect_sandbox_gmail(client, user, gmail)
     client.create_outlook_mailbox(outlook)
     from importlib import import_module
 

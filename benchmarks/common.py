@@ -250,6 +250,24 @@ def django_setup(*, sandbox: SandboxProcess, database_url: str, cache_prefix: st
     django.setup()
 
 
+def connect_sandbox_gmail(client: Any, user: Any, address: str) -> Any:
+    """Create `address` in the sandbox and connect it for `user` as the OAuth callback would (a token that
+    lasts a day, so a long benchmark never refreshes it)."""
+    from integrations.providers.gmail import gmail_credentials
+    from integrations.services import gmail_connect
+
+    client.create_mailbox(address)
+    tokens = client.issue_token(address, expires_in=24 * 3600)
+    return gmail_connect(
+        user=user,
+        credentials=gmail_credentials(
+            access_token=tokens["access_token"],
+            refresh_token=tokens["refresh_token"],
+            expiry=datetime.fromisoformat(tokens["expiry"]),
+        ),
+    )
+
+
 # Measurement -------------------------------------------------------------------------------------------------
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far (ru_maxrss is KiB on Linux, bytes on macOS)."""

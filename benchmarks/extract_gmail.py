@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.common import (
     Benchmark,
     SandboxProcess,
+    connect_sandbox_gmail,
     git_version,
     mail_mix,
     main,
@@ -50,24 +51,13 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
 
     from accounts.services import consent_grant, user_create
     from extraction.models import ExtractionRun, ProcessedEmail
-    from integrations.providers.gmail import gmail_credentials
-    from integrations.services import gmail_connect
     from sandbox.client import SandboxClient
 
     client = SandboxClient(sandbox.url, timeout=60)
     client.reset()
     user = user_create(email="bench@tasklift.test", password="bench-only-password-never-used")
     consent_grant(user=user)
-    client.create_mailbox(ADDRESS)
-    tokens = client.issue_token(ADDRESS, expires_in=24 * 3600)
-    gmail_connect(
-        user=user,
-        credentials=gmail_credentials(
-            access_token=tokens["access_token"],
-            refresh_token=tokens["refresh_token"],
-            expiry=datetime.fromisoformat(tokens["expiry"]),
-        ),
-    )
+    connect_sandbox_gmail(client, user, ADDRESS)
 
     mails = mail_mix(
         args.emails, args.tasks_ratio, args.seed, to=ADDRESS, first_date=FIRST_DATE, step=timedelta(minutes=1)

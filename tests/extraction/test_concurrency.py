@@ -330,26 +330,18 @@ def test_a_mailbox_disconnected_during_a_run_does_not_get_its_sign_in_back(
 
 def test_a_broker_that_refuses_the_job_ends_the_run_with_a_reason_not_a_500(consenting_user: User) -> None:
     """The web process with its broker down: the press is answered and the run does not block later ones."""
-    import os
     import subprocess
     import sys
-    from urllib.parse import urlsplit, urlunsplit
 
-    from django.conf import settings
+    from tests.processes import process_env
 
-    database_url = urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path=f"/{connection.settings_dict['NAME']}"))
     script = (
         "import django; django.setup();"
         "from accounts.models import User; from extraction.services import extraction_run_request;"
         f"run, _ = extraction_run_request(user=User.objects.get(pk={consenting_user.pk}), trigger='manual');"
         "run.refresh_from_db(); print(run.status, run.error_code)"
     )
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings_test",
-        "DATABASE_URL": database_url,
-        "REDIS_URL": "redis://127.0.0.1:1/0",  # nothing listens there
-    }
+    env = process_env(REDIS_URL="redis://127.0.0.1:1/0")  # nothing listens there
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
 
     assert result.returncode == 0, result.stderr[-2000:]
