@@ -91,6 +91,7 @@ def main() -> None:
         if failed and not verbose:
             say(_tail(logs / f"{failed}.log"))
         stop_all(code=1)
+    _push_ready(url, sandboxed="sandbox" in commands)
     sandbox = f"  Sandbox:     {settings.SANDBOX_URL}/_sandbox/requests\n" if "sandbox" in commands else ""
     say(
         f"\nLogs of every process are in {logs}/.\n\n"
@@ -132,6 +133,33 @@ def _commands(port: str) -> dict[str, list[str]]:
         "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME,
     ]  # fmt: skip
     return commands
+
+
+def _push_ready(url: str, *, sandboxed: bool) -> None:
+    """Push in development: the sandbox's Pub/Sub pushes Gmail's topic to this server (as an operator sets
+    up the push subscription in the GCP console), and the push channels of connected mailboxes are opened."""
+    from django.conf import settings
+
+    if not settings.PUSH_ENABLED:
+        return
+    if sandboxed and settings.GOOGLE_SIMULATED:
+        from sandbox.client import SandboxClient
+
+        try:
+            SandboxClient(settings.SANDBOX_URL).pubsub_subscribe(
+                settings.GMAIL_PUSH_TOPIC,
+                f"{url}/webhooks/gmail",
+                settings.GMAIL_PUSH_SERVICE_ACCOUNT,
+                audience=settings.GMAIL_PUSH_AUDIENCE,
+            )
+        except Exception as error:  # push is a speed-up: polling still reads the mail
+            say(f"Gmail push is off for this run (the sandbox refused the Pub/Sub subscription: {error}).")
+    from integrations.jobs import push_channels_maintain_job
+
+    try:
+        push_channels_maintain_job.delay()
+    except Exception as error:
+        say(f"Push channels open at beat's next maintenance ({error}).")
 
 
 def _die_with_parent() -> None:

@@ -298,13 +298,46 @@ MAIL_BACKFILL_DAYS = env_int("MAIL_BACKFILL_DAYS", 7, minimum=0)
 EXTRACTION_RESYNC_MARGIN_MINUTES = env_int("EXTRACTION_RESYNC_MARGIN_MINUTES", 60, minimum=0)
 EXTRACTION_RESYNC_MAX_MESSAGES = env_int("EXTRACTION_RESYNC_MAX_MESSAGES", 5000, minimum=1)
 MAIL_BACKFILL_MAX_MESSAGES = env_int("MAIL_BACKFILL_MAX_MESSAGES", 100, minimum=0)
+# The polling safety net: every EXTRACTION_SCAN_SECONDS, beat requests a run for each mailbox not read
+# successfully for EXTRACTION_SCHEDULE_MINUTES (push or no push), or rung but not read since.
+EXTRACTION_SCAN_SECONDS = env_int("EXTRACTION_SCAN_SECONDS", 60, minimum=1)
 CELERY_BEAT_SCHEDULE["extraction-schedule"] = {
     "task": "extraction.jobs.extraction_schedule_job",
-    "schedule": EXTRACTION_SCHEDULE_MINUTES * 60,
+    "schedule": EXTRACTION_SCAN_SECONDS,
 }
+# Throttled mailboxes wait Retry-After when given, else 30 s doubling up to an hour, with jitter.
+PROVIDER_BACKOFF_INITIAL_S = env_int("PROVIDER_BACKOFF_INITIAL_S", 30, minimum=1)
+PROVIDER_BACKOFF_MAX_S = env_int("PROVIDER_BACKOFF_MAX_S", 3600, minimum=1)
 EXTRACTION_REAPER_SECONDS = env_int("EXTRACTION_REAPER_SECONDS", 30, minimum=1)
 EXTRACTION_QUEUED_STALE_SECONDS = env_int("EXTRACTION_QUEUED_STALE_SECONDS", 120, minimum=1)
 CELERY_BEAT_SCHEDULE["extraction-reaper"] = {
     "task": "extraction.jobs.extraction_reap_job",
     "schedule": EXTRACTION_REAPER_SECONDS,
 }
+
+# Push: a provider rings the doorbell (Gmail through Pub/Sub push, Outlook through Graph change
+# notifications), and a run reads the mailbox. PUSH_BASE_URL is where the providers reach this site
+# (HTTPS in production). Push-triggered runs have their own limit per person, apart from "Extract now".
+PUSH_ENABLED = env_bool("PUSH_ENABLED", True)
+PUSH_BASE_URL = env_str("PUSH_BASE_URL", SITE_URL).rstrip("/")
+PUSH_RUNS_PER_MINUTE = env_int("PUSH_RUNS_PER_MINUTE", 20, minimum=1)
+PUSH_RENEW_HOURS = env_int("PUSH_RENEW_HOURS", 24, minimum=1)  # watches and subscriptions renewed daily
+PUSH_MAINTAIN_SECONDS = env_int("PUSH_MAINTAIN_SECONDS", 300, minimum=1)
+CELERY_BEAT_SCHEDULE["push-maintain"] = {
+    "task": "integrations.jobs.push_channels_maintain_job",
+    "schedule": PUSH_MAINTAIN_SECONDS,
+}
+# Gmail: the Pub/Sub topic Gmail publishes to, and the OIDC token its push subscription sends (audience,
+# the push service account, the certificates that sign it).
+GMAIL_PUSH_TOPIC = env_str("GMAIL_PUSH_TOPIC", "projects/tasklift-sandbox/topics/gmail" if GOOGLE_SIMULATED else "")
+GMAIL_PUSH_AUDIENCE = env_str("GMAIL_PUSH_AUDIENCE", f"{PUSH_BASE_URL}/webhooks/gmail")
+GMAIL_PUSH_SERVICE_ACCOUNT = env_str(
+    "GMAIL_PUSH_SERVICE_ACCOUNT", "gmail-push@tasklift-sandbox.iam.gserviceaccount.com" if GOOGLE_SIMULATED else ""
+)
+GOOGLE_CERTS_URL = env_str(
+    "GOOGLE_CERTS_URL",
+    f"{SANDBOX_URL}/oauth2/v1/certs" if GOOGLE_SIMULATED else "https://www.googleapis.com/oauth2/v1/certs",
+)
+# Graph: how long a subscription is asked for. Sources disagree on the longest for Outlook messages
+# (10,080 or 4,230 minutes): stay under the shorter one; renewed daily anyway.
+GRAPH_SUBSCRIPTION_MINUTES = min(env_int("GRAPH_SUBSCRIPTION_MINUTES", 4200, minimum=1), 4200)

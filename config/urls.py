@@ -8,6 +8,7 @@ from config.api import api, api_not_found
 from config.health import healthz
 from extraction import views as extraction_views
 from integrations import views as integration_views
+from integrations import webhooks
 from tasks import views as task_views
 
 urlpatterns = [
@@ -33,6 +34,9 @@ urlpatterns = [
     path("integrations/google/callback", integration_views.google_callback, name="google_callback"),
     path("integrations/microsoft/connect", integration_views.microsoft_connect, name="microsoft_connect"),
     path("integrations/microsoft/callback", integration_views.microsoft_callback, name="microsoft_callback"),
+    path("webhooks/gmail", webhooks.gmail_push, name="webhook_gmail"),
+    path("webhooks/outlook", webhooks.outlook_notify, name="webhook_outlook"),
+    path("webhooks/outlook/lifecycle", webhooks.outlook_lifecycle, name="webhook_outlook_lifecycle"),
     path("signup/", account_views.signup, name="signup"),
     path("login/", login_throttled(account_views.TaskliftLoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -6,15 +6,13 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from accounts.models import AIConsent, User
 from extraction.models import ExtractionRun
 from extraction.pipeline import LeaseBusy, extraction_run_execute
+from extraction.scheduling import extraction_runs_request_many, mailboxes_claim_due
 from extraction.selectors import run_is_being_run
-from extraction.services import extraction_run_give_up, extraction_run_request, extraction_runs_reap
-from integrations.models import Integration
+from extraction.services import extraction_run_give_up, extraction_run_send, extraction_runs_reap
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +32,7 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
         return
     try:
         extraction_run_execute(run=run)
+        _start_waiting(run.user_id)
     except LeaseBusy as busy:
         if run_is_being_run(run=run):
             return  # a live delivery of this same run holds the lease (a message sent twice): let it finish
@@ -48,16 +47,21 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
         raise self.retry(countdown=30, exc=busy) from busy
 
 
+def _start_waiting(user_id: int) -> None:
+    """A run of this person queued behind the one that just ended (a doorbell rang meanwhile) starts now,
+    not when its job's retry comes round: a second message of a run is harmless."""
+    waiting = ExtractionRun.objects.filter(user_id=user_id, status=ExtractionRun.Status.QUEUED).first()
+    if waiting is not None:
+        extraction_run_send(waiting, extraction_run_job)
+
+
 @shared_task
 def extraction_schedule_job() -> int:
-    """The polling safety net: a run for everyone with current consent and an active mailbox."""
-    consenting = AIConsent.objects.current().filter(user=OuterRef("pk"))
-    active = Integration.objects.filter(user=OuterRef("pk"), status=Integration.Status.ACTIVE)
-    queued = 0
-    for user in User.objects.filter(Exists(consenting), Exists(active), is_active=True).iterator():
-        _, created = extraction_run_request(user=user, trigger=ExtractionRun.Trigger.SCHEDULE)
-        queued += int(created)
-    logger.info("scheduled %d extraction runs", queued)
+    """The polling safety net (every EXTRACTION_SCAN_SECONDS): a run for each person with a mailbox not
+    read for a poll interval, or rung and not read since (extraction/scheduling.py)."""
+    user_ids = mailboxes_claim_due()
+    queued = extraction_runs_request_many(user_ids=user_ids, trigger=ExtractionRun.Trigger.SCHEDULE)
+    logger.info("scheduled %d extraction runs for %d people due", queued, len(user_ids))
     return queued
 
 

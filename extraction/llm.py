@@ -93,9 +93,12 @@ class LLMUnavailable(LLMError):
     code = "unavailable"
     retryable = True
 
-    def __init__(self, message: str, *, code: str | None = None, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, status: int | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message, code=code)
         self.status = status
+        self.retry_after = retry_after  # seconds the server asked us to wait, when it named a time
 
 
 class LLMRejected(LLMError):
@@ -426,6 +429,7 @@ def _api_error(exc: errors.APIError, *, attempts: int) -> LLMError:
             "Extraction will try again later.",
             code="rate_limited",
             status=status,
+            retry_after=server_retry_delay(exc),
         )
     if status == 408 or status >= 500:
         return LLMUnavailable(

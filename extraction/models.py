@@ -58,6 +58,8 @@ class ExtractionRun(TimeStampedModel):
     mailboxes = models.JSONField(default=dict, blank=True)
     # Answers from the LLM that were rejected by validation: [{"batch", "code", "message"}]
     rejections = models.JSONField(default=list, blank=True)
+    # Gemini asked to wait (a 429 with a retry delay): no run of this person starts before then.
+    retry_after = models.DateTimeField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)
 

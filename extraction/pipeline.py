@@ -66,11 +66,12 @@ class LeaseBusy(Exception):
 
 
 class RunStopped(Exception):
-    """The run cannot go on; it ends with `status` and a message a person can read."""
+    """The run cannot go on; it ends with `status` and a message a person can read. `retry_after`: no run
+    of this person starts before then (Gemini asked to wait)."""
 
-    def __init__(self, status: str, code: str, message: str) -> None:
+    def __init__(self, status: str, code: str, message: str, *, retry_after: datetime | None = None) -> None:
         super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
 
 @dataclass
@@ -111,6 +112,7 @@ class Mailbox:
             "provider": self.integration.provider,
             "address": self.integration.account_address,
             "before": self.cursor.value,
+            "fetched": self.new_cursor or None,  # read up to here (not saved): a doorbell before it is covered
             "after": None,
             "status": "failed" if self.failed else ("partial" if self.unread else "ok"),
             "error_code": error_code,
@@ -169,7 +171,7 @@ class ExtractionPipeline:
                 self._process_batch(batch)
             self._commit()
         except RunStopped as stop:
-            self._finish(stop.status, stop.code, stop.message)
+            self._finish(stop.status, stop.code, stop.message, retry_after=stop.retry_after)
         except Exception:
             logger.exception("extraction run %s crashed", self.run.pk)
             self._finish(
@@ -472,11 +474,17 @@ class ExtractionPipeline:
 
     @staticmethod
     def _outage(error: LLMError) -> RunStopped:
+        retry_after = None
+        if isinstance(error, LLMUnavailable) and error.code == "rate_limited":
+            # Gemini 429: this person's next run waits as long as Gemini asked (or a first backoff step).
+            wait = error.retry_after if error.retry_after is not None else settings.PROVIDER_BACKOFF_INITIAL_S
+            retry_after = timezone.now() + timedelta(seconds=wait)
         return RunStopped(
             ExtractionRun.Status.FAILED,
             f"llm_{error.code}",
             f"Gemini could not be reached ({error.message}). Tasks from earlier batches are kept; "
             "no mailbox position moved, and the next run picks up the rest.",
+            retry_after=retry_after,
         )
 
     def _quarantine(self, item: SourcedEmail, error: LLMError) -> None:
@@ -616,6 +624,8 @@ class ExtractionPipeline:
                     backfill_pending=[i for i in integration.backfill_pending if i not in mailbox.backfill_ids],
                     last_success_at=now,
                     failure_count=0,
+                    throttle_count=0,
+                    retry_after=None,
                     last_error_code="",
                     last_error="",
                     **resynced,
@@ -683,10 +693,15 @@ class ExtractionPipeline:
             if not hasattr(value, "resolve_expression"):
                 setattr(self.run, name, value)
 
-    def _finish(self, status: str, code: str, message: str) -> None:
+    def _finish(self, status: str, code: str, message: str, *, retry_after: datetime | None = None) -> None:
         reports = self._reports()
         self._update(
-            status=status, error_code=code, error_message=message, finished_at=timezone.now(), mailboxes=reports
+            status=status,
+            error_code=code,
+            error_message=message,
+            finished_at=timezone.now(),
+            mailboxes=reports,
+            retry_after=retry_after,
         )
         self._save_credentials()
 

@@ -35,11 +35,11 @@ def extraction_run_request(*, user: User, trigger: str) -> tuple[ExtractionRun, 
         if waiting is not None:  # were its job lost, the reaper sends it again (extraction_runs_reap)
             return waiting, False
         run = ExtractionRun.objects.create(user=user, trigger=trigger)
-        transaction.on_commit(lambda: _enqueue(run, extraction_run_job))
+        transaction.on_commit(lambda: extraction_run_send(run, extraction_run_job))
     return run, True
 
 
-def _enqueue(run: ExtractionRun, job: Any) -> None:
+def extraction_run_send(run: ExtractionRun, job: Any) -> None:
     """Send the run's job to the broker; if the broker refuses, end the run with a readable reason
     rather than fail the request (the row is already committed)."""
     try:
@@ -165,7 +165,7 @@ def extraction_runs_reap() -> tuple[int, int]:
                 pk=run.pk, status=ExtractionRun.Status.QUEUED, updated_at__lt=stale
             ).update(updated_at=timezone.now())
             if touched:
-                transaction.on_commit(lambda run=run: _enqueue(run, extraction_run_job))  # type: ignore[misc]
+                transaction.on_commit(lambda run=run: extraction_run_send(run, extraction_run_job))  # type: ignore[misc]
         requeued_queued += touched
     # The running runs first, their runners' locks after: a runner takes its lock before it marks its run
     # running and ends the run before it lets the lock go, so a run seen running with no lock is dead.
@@ -189,7 +189,7 @@ def extraction_runs_reap() -> tuple[int, int]:
                 status=ExtractionRun.Status.QUEUED, updated_at=timezone.now()
             )
             if moved:
-                transaction.on_commit(lambda run=run: _enqueue(run, extraction_run_job))  # type: ignore[misc]
+                transaction.on_commit(lambda run=run: extraction_run_send(run, extraction_run_job))  # type: ignore[misc]
         requeued += moved
     if requeued or given_up or requeued_queued:
         logger.warning(

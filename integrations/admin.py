@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
-from integrations.models import Integration, SyncCursor
+from integrations.models import Integration, PushChannel, SyncCursor
 
 
 class SyncCursorInline(admin.TabularInline[SyncCursor, Integration]):
@@ -16,6 +16,18 @@ class SyncCursorInline(admin.TabularInline[SyncCursor, Integration]):
         return False
 
 
+class PushChannelInline(admin.TabularInline[PushChannel, Integration]):
+    """The mailbox's doorbell (a Gmail watch or a Graph subscription); its clientState is never shown."""
+
+    model = PushChannel
+    extra = 0
+    fields = readonly_fields = ("external_id", "expires_at", "last_error", "updated_at")
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Integration | None = None) -> bool:
+        return False
+
+
 @admin.register(Integration)
 class IntegrationAdmin(admin.ModelAdmin[Integration]):
     """Credentials are encrypted and never shown: the field is excluded, not just read-only."""
@@ -24,9 +36,20 @@ class IntegrationAdmin(admin.ModelAdmin[Integration]):
     list_filter = ("provider", "status")
     search_fields = ("account_address", "user__email")
     exclude = ("credentials_encrypted",)
-    readonly_fields = ("user", "provider", "account_address", "last_success_at", "created_at", "updated_at")
+    readonly_fields = (
+        "user",
+        "provider",
+        "account_address",
+        "last_success_at",
+        "notified_at",
+        "polled_at",
+        "throttle_count",
+        "retry_after",
+        "created_at",
+        "updated_at",
+    )
     list_select_related = ("user",)
-    inlines = (SyncCursorInline,)
+    inlines = (SyncCursorInline, PushChannelInline)
 
 
 @admin.register(SyncCursor)

@@ -37,6 +37,11 @@ class Integration(TimeStampedModel):
     resync_reason = models.CharField(max_length=16, blank=True)  # "expired" or "query_changed"
     resynced_since = models.DateTimeField(null=True, blank=True)
     resync_not_read = models.PositiveIntegerField(default=0)
+    # Push and polling (integrations/push.py, extraction/jobs.py): when the provider last rang the doorbell,
+    # when the polling scan last claimed the mailbox, and how many throttles in a row (the backoff's step).
+    notified_at = models.DateTimeField(null=True, blank=True)
+    polled_at = models.DateTimeField(null=True, blank=True)
+    throttle_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
@@ -69,3 +74,21 @@ class SyncCursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.integration} {self.purpose} gen {self.generation}"
+
+
+class PushChannel(TimeStampedModel):
+    """How a mailbox rings the doorbell: a Gmail watch (Pub/Sub push) or a Graph subscription. A
+    notification only says "read this mailbox"; the cursor-driven run does the reading (DESIGN §2)."""
+
+    integration = models.OneToOneField(Integration, on_delete=models.CASCADE, related_name="push_channel")
+    # The Graph subscription id (a notification names it); for Gmail, the watched topic.
+    external_id = models.CharField(max_length=255, db_index=True)
+    secret_encrypted = models.TextField(blank=True, editable=False)  # Graph clientState, encrypted
+    expires_at = models.DateTimeField()
+    last_error = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name = "push channel"
+
+    def __str__(self) -> str:
+        return f"push {self.integration} until {self.expires_at:%Y-%m-%d %H:%M}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,7 @@ from google.oauth2.credentials import Credentials
 
 from accounts.models import User
 from config.crypto import SecretUnreadable, decrypt_json, encrypt_json, reencrypt
-from integrations.models import Integration, SyncCursor
+from integrations.models import Integration, PushChannel, SyncCursor
 from integrations.oauth.google import google_revoke
 from integrations.oauth.microsoft import MicrosoftTokenSource
 from integrations.providers.base import (
@@ -172,12 +173,31 @@ def _integration_store(
             )
             integration.backfill_pending = backfill
         integration.save()
+        transaction.on_commit(lambda: _push_open_later(integration))
     logger.info("%s connected integration=%s created=%s backfill=%d", provider, integration.pk, created, len(backfill))
     return integration
 
 
+def _push_open_later(integration: Integration) -> None:
+    """Open the mailbox's push channel in a job: Graph validates our webhook while it creates a
+    subscription, which a web worker busy with this very request could not answer."""
+    from integrations.jobs import push_channel_open_job
+    from integrations.push import push_enabled
+
+    if not push_enabled(integration.provider):
+        return
+    try:
+        push_channel_open_job.delay(integration.pk)
+    except Exception:  # the broker is down: beat's maintenance opens it later
+        logger.warning("push channel of integration=%s not queued; maintenance opens it later", integration.pk)
+
+
 def integration_disconnect(*, integration: Integration) -> None:
-    """Revoke the token at the provider, then forget the credentials and the cursor."""
+    """Stop the push channel and revoke the token at the provider, then forget the credentials and the
+    cursor."""
+    from integrations.push import push_channel_close
+
+    push_channel_close(integration=integration)
     if integration.provider == Integration.Provider.GMAIL and integration.credentials_encrypted:
         try:
             data = integration_credentials(integration=integration)
@@ -204,10 +224,22 @@ def integration_mark_failed(*, integration: Integration, error: ProviderError) -
     }
     if isinstance(error, ProviderAuthError):
         changes["status"] = Integration.Status.NEEDS_REAUTH  # only a new connect can help
-    if isinstance(error, ProviderRateLimited) and error.retry_after:
-        changes["retry_after"] = timezone.now() + timedelta(seconds=error.retry_after)
+    if isinstance(error, ProviderRateLimited):
+        # The mailbox waits (DESIGN §6): Retry-After when given, else 30 s doubling up to an hour.
+        steps = Integration.objects.filter(pk=integration.pk).values_list("throttle_count", flat=True).first() or 0
+        wait = error.retry_after if error.retry_after else backoff_seconds(steps)
+        changes["retry_after"] = timezone.now() + timedelta(seconds=wait)
+        changes["throttle_count"] = F("throttle_count") + 1
     # Conditional: a mailbox disconnected meanwhile stays disconnected.
     Integration.objects.filter(pk=integration.pk).exclude(status=Integration.Status.DISCONNECTED).update(**changes)
+
+
+def backoff_seconds(step: int) -> float:
+    """The wait after `step` throttles in a row without a Retry-After: PROVIDER_BACKOFF_INITIAL_S doubled
+    per step up to PROVIDER_BACKOFF_MAX_S, less up to a tenth (jitter, so that mailboxes throttled
+    together do not all come back at once)."""
+    base = min(settings.PROVIDER_BACKOFF_INITIAL_S * 2 ** min(step, 32), settings.PROVIDER_BACKOFF_MAX_S)
+    return float(base - random.uniform(0, base / 10))
 
 
 def integration_reencrypt_all() -> tuple[int, list[int]]:
@@ -224,5 +256,14 @@ def integration_reencrypt_all() -> tuple[int, list[int]]:
         # Conditional: credentials refreshed or deleted meanwhile are left as they are now.
         count += Integration.objects.filter(pk=integration.pk, credentials_encrypted=old).update(
             credentials_encrypted=new
+        )
+    for channel in PushChannel.objects.exclude(secret_encrypted="").only("pk", "integration_id", "secret_encrypted"):
+        try:
+            new = reencrypt(channel.secret_encrypted)
+        except SecretUnreadable:  # its notifications could not be checked: maintenance opens a new one
+            PushChannel.objects.filter(pk=channel.pk).delete()
+            continue
+        PushChannel.objects.filter(pk=channel.pk, secret_encrypted=channel.secret_encrypted).update(
+            secret_encrypted=new
         )
     return count, unreadable

@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Flask, Response, current_app, g, request
 
-from sandbox.state import Fault, SandboxState
+from sandbox.state import SERVICES, Fault, SandboxState
 
 # Google's RPC status names, used in the error bodies of Google services.
 GOOGLE_STATUS = {
@@ -77,19 +77,31 @@ def fault_response(service: str, fault: Fault) -> tuple[int, dict[str, str], str
 def create_app(state: SandboxState | None = None, *, base_url: str = "", tls_base_url: str = "") -> Flask:
     """Build the sandbox app. `base_url` is how clients reach it (used in links it hands out);
     `tls_base_url` is its HTTPS listener, used in the links of Microsoft identity and Graph."""
-    from sandbox import control, gemini, gmail, google_oauth, graph, microsoft
+    # graph_subscriptions and push only add routes (to the graph and control blueprints): imported for that.
+    from sandbox import (  # noqa: F401
+        control,
+        gemini,
+        gmail,
+        google_oauth,
+        graph,
+        graph_subscriptions,
+        microsoft,
+        pubsub,
+        push,
+    )
 
     app = Flask("sandbox", template_folder="templates")
     app.config["SANDBOX_STATE"] = state or SandboxState()
     app.config["SANDBOX_BASE_URL"] = base_url.rstrip("/")
     app.config["SANDBOX_TLS_BASE_URL"] = tls_base_url.rstrip("/")
-    for module in (control, google_oauth, gmail, gemini, microsoft, graph):
+    for module in (control, google_oauth, gmail, gemini, microsoft, graph, pubsub):
         app.register_blueprint(module.blueprint)
+    pubsub.signing_keys(app.config["SANDBOX_STATE"])  # made at start: the kid stays for the server's life
 
     @app.before_request
     def log_and_fault() -> Response | None:
         service = request.blueprint or ""
-        if service not in ("google_oauth", "gmail", "gemini", "microsoft", "graph"):
+        if service not in SERVICES:
             return None
         st = sandbox_state()
         body = request.get_data(as_text=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import time
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +46,23 @@ class SandboxClient:
 
     def set_gemini_latency(self, ms: int) -> None:
         self.call("PUT", "/settings", json={"gemini_latency_ms": ms})
+
+    def push_settings(
+        self,
+        *,
+        gmail_rate_limit: bool | None = None,
+        retry_delays_ms: list[int] | None = None,
+        graph_validation_timeout_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Gmail's one push per second per user (on by default), the delays before each redelivery of a push
+        not acknowledged (their number bounds the attempts), how long Graph waits for a validation answer."""
+        changes = {
+            "gmail_push_rate_limit": gmail_rate_limit,
+            "push_retry_delays_ms": retry_delays_ms,
+            "graph_validation_timeout_ms": graph_validation_timeout_ms,
+        }
+        result: dict[str, Any] = self.call("PUT", "/settings", json={k: v for k, v in changes.items() if v is not None})
+        return result
 
     # Gmail and Google OAuth -------------------------------------------------------------------------
     def create_mailbox(self, address: str, history_id_start: int | None = None) -> dict[str, Any]:
@@ -119,6 +137,87 @@ class SandboxClient:
         targets = {"access_token": access_token, "refresh_token": refresh_token, "address": address}
         self.call("POST", "/google/tokens/revoke", json={k: v for k, v in targets.items() if v})
 
+    def gmail_watch(self, address: str) -> dict[str, Any] | None:
+        """The mailbox's watch as the app set it ({topicName, labelIds, labelFilterBehavior, expiration,
+        active}), or None."""
+        result: dict[str, Any] | None = self.call("GET", "/gmail/watch", params={"address": address})["watch"]
+        return result
+
+    def expire_gmail_watch(self, address: str) -> dict[str, Any] | None:
+        """Let the watch expire now: no more pushes until the app calls watch again. Returns the watch."""
+        result: dict[str, Any] | None = self.call("POST", "/gmail/watch/expire", json={"address": address})["watch"]
+        return result
+
+    # Pub/Sub push ---------------------------------------------------------------------------------------
+    @property
+    def pubsub_certs_url(self) -> str:
+        """Google's v1 certificates map of the key that signs push tokens (verify_token's certs_url)."""
+        return f"{self.base_url}/oauth2/v1/certs"
+
+    def pubsub_subscribe(
+        self, topic: str, push_endpoint: str, service_account_email: str, audience: str | None = None
+    ) -> dict[str, Any]:
+        """A push subscription on `topic` (audience: the push endpoint unless given). Returns {name, topic,
+        push_endpoint, audience, service_account_email}."""
+        body: dict[str, Any] = {
+            "topic": topic,
+            "push_endpoint": push_endpoint,
+            "service_account_email": service_account_email,
+        }
+        if audience is not None:
+            body["audience"] = audience
+        result: dict[str, Any] = self.call("POST", "/pubsub/subscriptions", json=body)
+        return result
+
+    def pubsub_subscriptions(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.call("GET", "/pubsub/subscriptions")["subscriptions"]
+        return result
+
+    def pubsub_unsubscribe_all(self) -> None:
+        self.call("DELETE", "/pubsub/subscriptions")
+
+    def pubsub_token(self, claims: dict[str, Any] | None = None, signer: str = "sandbox") -> str:
+        """A push token with a real push's claims overridden by `claims` (must name "aud"; a None value drops
+        the claim), signed by the sandbox key or, with signer="stranger", by another key under the same kid."""
+        body = {"claims": claims or {}, "signer": signer}
+        return str(self.call("POST", "/pubsub/token", json=body)["token"])
+
+    # Push delivery (Pub/Sub and Graph) ------------------------------------------------------------------
+    def push_behaviour(self, service: str, **spec: Any) -> dict[str, Any]:
+        """Replace how "pubsub" or "graph" delivers: drop, drop_rate (0..1, seeded), duplicate (extra
+        copies), delay_ms, jitter_ms (a random extra delay, which reorders), hold, seed. Left out: defaults."""
+        result: dict[str, Any] = self.call("PUT", "/notifications/behaviour", json={"service": service, **spec})
+        return result
+
+    def push_release(self, service: str | None = None) -> int:
+        """Send every held delivery now, newest first. Returns how many."""
+        return int(
+            self.call("POST", "/notifications/release", json={"service": service} if service else {})["released"]
+        )
+
+    def notifications(self, service: str | None = None) -> list[dict[str, Any]]:
+        """The delivery log: {service, kind, url, body, status, error, attempt, at, dropped, gave_up} for every
+        attempt (and every delivery dropped unsent)."""
+        params = {"service": service} if service else None
+        result: list[dict[str, Any]] = self.call("GET", "/notifications", params=params)["notifications"]
+        return result
+
+    def clear_notifications(self) -> None:
+        self.call("DELETE", "/notifications")
+
+    def notifications_pending(self) -> dict[str, int]:
+        """{pending: queued, waiting for a retry or on the wire; held: kept until release}."""
+        result: dict[str, int] = self.call("GET", "/notifications/pending")
+        return result
+
+    def wait_notifications_idle(self, timeout: float = 10.0) -> None:
+        """Wait until no delivery is queued, waiting for a retry or on the wire (held ones do not count)."""
+        deadline = time.monotonic() + timeout
+        while self.notifications_pending()["pending"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"push deliveries still pending after {timeout} s")
+            time.sleep(0.02)
+
     # Outlook (Graph) and Microsoft identity ---------------------------------------------------------
     def create_outlook_mailbox(self, address: str, *, display_name: str | None = None) -> dict[str, Any]:
         """{address, id, displayName, inboxId}."""
@@ -187,6 +286,19 @@ class SandboxClient:
         if removed_reason is not None:
             payload["removed_reason"] = removed_reason
         result: list[dict[str, Any]] = self.call("POST", "/graph/messages/move", json=payload)["moved"]
+        return result
+
+    def graph_subscriptions(self) -> list[dict[str, Any]]:
+        """Every Graph subscription of every mailbox (as Graph shows it, plus address, expired, paused)."""
+        result: list[dict[str, Any]] = self.call("GET", "/graph/subscriptions")["subscriptions"]
+        return result
+
+    def graph_lifecycle(self, subscription_id: str, event: str) -> dict[str, Any]:
+        """Send a lifecycle event ("reauthorizationRequired": pauses notifications until PATCH or
+        reauthorize; "subscriptionRemoved": deletes the subscription; "missed")."""
+        result: dict[str, Any] = self.call(
+            "POST", f"/graph/subscriptions/{subscription_id}/lifecycle", json={"event": event}
+        )
         return result
 
     def expire_outlook_delta(self, address: str) -> dict[str, Any]:

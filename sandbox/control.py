@@ -8,7 +8,7 @@ pydantic and a malformed request gets a 400 naming the problem.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from flask import Blueprint, Response, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -56,7 +56,7 @@ def control_route(rule: str, **options: Any) -> Callable[[Callable[..., Any]], C
 class FaultIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    service: Literal["google_oauth", "gmail", "gemini", "microsoft", "graph"]
+    service: Literal["google_oauth", "gmail", "gemini", "microsoft", "graph", "pubsub"]
     status: int = Field(ge=100, le=599)
     body: dict[str, Any] | list[Any] | str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
@@ -82,9 +82,14 @@ class FaultIn(BaseModel):
 
 
 class SettingsIn(BaseModel):
+    """Settings to change; those left out keep their value."""
+
     model_config = ConfigDict(extra="forbid")
 
-    gemini_latency_ms: int = Field(ge=0, le=120_000)
+    gemini_latency_ms: int | None = Field(default=None, ge=0, le=120_000)
+    gmail_push_rate_limit: bool | None = None
+    push_retry_delays_ms: list[Annotated[int, Field(ge=0, le=60_000)]] | None = Field(default=None, max_length=20)
+    graph_validation_timeout_ms: int | None = Field(default=None, ge=1, le=60_000)
 
 
 @blueprint.post("/reset")
@@ -144,7 +149,7 @@ def put_settings() -> Response:
     spec = parse_body(SettingsIn)
     st = sandbox_state()
     with st.lock:
-        st.settings.update(spec.model_dump())
+        st.settings.update({k: v for k, v in spec.model_dump().items() if v is not None})
         return json_response(st.settings)
 
 

@@ -1,5 +1,5 @@
 """Gmail API v1, as far as Tasklift reads it (reference §A): profile, history, messages, attachments,
-watch/stop and the multipart/mixed batch endpoint.
+watch/stop (with push notifications through sandbox/pubsub.py) and the multipart/mixed batch endpoint.
 
 Messages are kept as raw RFC 822 bytes and parsed on demand into Gmail's payload tree. Every change writes
 a history record as `users.history.list` returns it (messagesAdded, messagesDeleted, labelsAdded,
@@ -8,6 +8,15 @@ otherwise; the Date header never sets it.
 
 Error bodies have Google's full current shape (`code`, `message`, `errors`, `status` and, for errors raised
 by Google's API front end, `details` with a google.rpc.ErrorInfo), see `error_body`.
+
+A watch publishes `{"emailAddress", "historyId"}` (the mailbox's history id after the change, as a JSON
+number, as captured from real pushes; Google's guide shows a string) to its topic when a change it asked for
+happens: with `labelIds` and `labelFilterBehavior` include (the default), a message entering one of the
+labels (delivered with it, or the label added); with exclude, a delivery or label addition leaving the
+message in none of them; with no `labelIds`, every change. Which changes Gmail pushes for under a label filter
+is not documented beyond "which labels are required for a push notification to be generated"; the sandbox's
+reading is the one above. At most one push per second per user (the `gmail_push_rate_limit` setting, on by
+default); extras are dropped, as Gmail does. A watch lasts 7 days; an expired or stopped one pushes nothing.
 
 Batch parts are dispatched through the whole app (a WSGI call in a fresh context), so each inner
 request passes the same before_request hook as a direct call: it is logged as its own entry (method,
@@ -41,6 +50,7 @@ from werkzeug.test import TestResponse
 from sandbox.app import GOOGLE_STATUS, json_response, sandbox_state
 from sandbox.control import ControlError, control_route, parse_body
 from sandbox.google_oauth import token_address
+from sandbox.pubsub import topic_publish
 from sandbox.state import SandboxState
 
 blueprint = Blueprint("gmail", __name__)
@@ -50,6 +60,7 @@ _BATCH_PART = "sandbox.batch_part"  # WSGI environ key of an inner request of a 
 DEFAULT_LABELS = ("INBOX", "UNREAD")
 _ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _ATTACHMENT_PREFIX = "ANGjdJ"
+WATCH_LIFETIME_S = 7 * 24 * 3600
 
 
 # Storage ---------------------------------------------------------------------------------------------
@@ -83,13 +94,45 @@ class HistoryRecord:
 
 
 @dataclass
+class Watch:
+    """A `users.watch`: where to publish, for which changes, and until when."""
+
+    topic: str
+    label_ids: list[str]
+    exclude: bool  # labelFilterBehavior exclude (else include)
+    expiration: int  # epoch milliseconds
+
+    def active(self) -> bool:
+        return time.time() * 1000 < self.expiration
+
+    def wants(self, record: HistoryRecord) -> bool:
+        """Whether `record` is a change this watch pushes for (see the module docstring)."""
+        if not self.label_ids:
+            return True
+        entered = record.after if record.kind == "messageAdded" else record.added
+        if self.exclude:
+            return bool(entered) and not set(self.label_ids) & set(record.after)
+        return bool(set(self.label_ids) & set(entered))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "topicName": self.topic,
+            "labelIds": list(self.label_ids),
+            "labelFilterBehavior": "exclude" if self.exclude else "include",
+            "expiration": str(self.expiration),
+            "active": self.active(),
+        }
+
+
+@dataclass
 class Mailbox:
     address: str
     history_id: int
     history_floor: int  # a startHistoryId below this answers 404, as an expired one does at Google
     messages: dict[str, StoredMessage] = field(default_factory=dict)
     history: list[HistoryRecord] = field(default_factory=list)
-    watch_topic: str | None = None
+    watch: Watch | None = None
+    pushed_at: float = 0.0  # when the last push was published (Gmail's one per second per user)
 
 
 def _mailboxes(state: SandboxState) -> dict[str, Mailbox]:
@@ -131,6 +174,24 @@ def _next_history_id(mailbox: Mailbox) -> int:
     return mailbox.history_id
 
 
+def _history_append(state: SandboxState, mailbox: Mailbox, record: HistoryRecord) -> None:
+    """Record a change, and publish it to the mailbox's watch topic if the watch asks for it (lock held)."""
+    mailbox.history.append(record)
+    watch = mailbox.watch
+    if watch is None or not watch.active() or not watch.wants(record):
+        return
+    now = time.time()
+    limited = bool(state.settings.get("gmail_push_rate_limit")) and now - mailbox.pushed_at < 1.0
+    if not limited:
+        mailbox.pushed_at = now
+    topic_publish(
+        state,
+        watch.topic,
+        {"emailAddress": mailbox.address, "historyId": mailbox.history_id},
+        dropped="gmail_rate_limit" if limited else None,
+    )
+
+
 def message_deliver(
     state: SandboxState,
     address: str,
@@ -164,8 +225,10 @@ def message_deliver(
         label_ids = list(dict.fromkeys(labels)) if labels is not None else list(DEFAULT_LABELS)
         stored = StoredMessage(message_id, thread_id, raw, label_ids, date_ms, history_id, message_id_header)
         mailbox.messages[message_id] = stored
-        mailbox.history.append(
-            HistoryRecord(history_id, message_id, thread_id, "messageAdded", list(label_ids), list(label_ids))
+        _history_append(
+            state,
+            mailbox,
+            HistoryRecord(history_id, message_id, thread_id, "messageAdded", list(label_ids), list(label_ids)),
         )
         return stored
 
@@ -187,8 +250,10 @@ def message_modify(
         after = [label for label in before if label not in removed] + added
         message.label_ids = after
         message.history_id = _next_history_id(mailbox)
-        mailbox.history.append(
-            HistoryRecord(message.history_id, message.id, message.thread_id, "labels", before, after, added, removed)
+        _history_append(
+            state,
+            mailbox,
+            HistoryRecord(message.history_id, message.id, message.thread_id, "labels", before, after, added, removed),
         )
         return message
 
@@ -204,10 +269,12 @@ def messages_delete(state: SandboxState, address: str, message_ids: list[str]) -
         for message_id in dict.fromkeys(message_ids):
             message = mailbox.messages.pop(message_id)
             labels = list(message.label_ids)
-            mailbox.history.append(
+            _history_append(
+                state,
+                mailbox,
                 HistoryRecord(
                     _next_history_id(mailbox), message.id, message.thread_id, "messageDeleted", labels, labels
-                )
+                ),
             )
         return len(set(message_ids))
 
@@ -752,15 +819,25 @@ def _b64_text(value: str) -> str:
 
 @blueprint.post("/gmail/v1/users/<user_id>/watch")
 def watch(user_id: str) -> Response:
+    """Start (or renew, or replace) the mailbox's watch for 7 days."""
     mailbox = _mailbox(user_id)
     body = request.get_json(silent=True) or {}
-    topic = body.get("topicName", "") if isinstance(body, dict) else ""
-    if not re.match(r"^projects/[^/]+/topics/[^/]+$", str(topic)):
+    if not isinstance(body, dict):
+        raise _invalid_argument("Invalid JSON payload received.")
+    topic = str(body.get("topicName", ""))
+    if not re.match(r"^projects/[^/]+/topics/[^/]+$", topic):
         raise _invalid_argument("Invalid topicName does not match projects/SOME-PROJECT/topics/SOME-TOPIC")
+    label_ids = body.get("labelIds") or []
+    if not isinstance(label_ids, list) or not all(isinstance(label, str) and label for label in label_ids):
+        raise _invalid_argument("Invalid value at 'label_ids'")
+    behaviour = str(body.get("labelFilterBehavior") or body.get("labelFilterAction") or "include")
+    if behaviour.lower() not in ("include", "exclude"):
+        field_name = "label_filter_behavior" if "labelFilterBehavior" in body else "label_filter_action"
+        raise _invalid_argument(f"Invalid value at '{field_name}', \"{behaviour}\"")
+    expiration = int((time.time() + WATCH_LIFETIME_S) * 1000)
     with sandbox_state().lock:
-        mailbox.watch_topic = str(topic)
+        mailbox.watch = Watch(topic, list(dict.fromkeys(label_ids)), behaviour.lower() == "exclude", expiration)
         history_id = mailbox.history_id
-    expiration = int((time.time() + 7 * 24 * 3600) * 1000)
     return json_response({"historyId": str(history_id), "expiration": str(expiration)})
 
 
@@ -768,7 +845,7 @@ def watch(user_id: str) -> Response:
 def stop(user_id: str) -> Response:
     mailbox = _mailbox(user_id)
     with sandbox_state().lock:
-        mailbox.watch_topic = None
+        mailbox.watch = None
     return Response(status=204)
 
 
@@ -1014,3 +1091,25 @@ def control_delete_messages() -> Response:
         raise ControlError("unknown_message", f"ids: no message {exc.args[0]} in {spec.address}", 404) from exc
     with st.lock:
         return json_response({"deleted": count, "historyId": str(mailbox.history_id)})
+
+
+@control_route("/gmail/watch", methods=["GET"])
+def control_watch_get() -> Response:
+    """The mailbox's watch as the app set it (null if none or stopped), with whether it is still active."""
+    address = request.args.get("address", "")
+    if not _ADDRESS.match(address):
+        raise ControlError("invalid_field", "address: a mailbox address is required (?address=...)")
+    mailbox = _existing(address)
+    with sandbox_state().lock:
+        return json_response({"address": mailbox.address, "watch": mailbox.watch.as_dict() if mailbox.watch else None})
+
+
+@control_route("/gmail/watch/expire", methods=["POST"])
+def control_watch_expire() -> Response:
+    """Let the mailbox's watch expire now: no more pushes until the app calls watch again."""
+    spec = parse_body(AddressIn)
+    mailbox = _existing(spec.address)
+    with sandbox_state().lock:
+        if mailbox.watch is not None:
+            mailbox.watch.expiration = min(mailbox.watch.expiration, int(time.time() * 1000))
+        return json_response({"address": mailbox.address, "watch": mailbox.watch.as_dict() if mailbox.watch else None})

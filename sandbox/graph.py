@@ -1,5 +1,7 @@
 """Microsoft Graph v1.0 mail, as far as Tasklift reads it (reference §B): /me, inbox message delta, messages by
 id and JSON $batch. Served under /v1.0 on the sandbox's HTTPS listener; the links it hands out point there.
+Subscriptions (change notifications) live in sandbox/graph_subscriptions.py and sandbox/graph_notifications.py;
+every message change below is reported there.
 
 Delta works like Graph's: the query options of the first request ($select, $filter on receivedDateTime) are
 encoded in the state tokens, so later requests just replay the absolute `@odata.nextLink` (…?$skiptoken=) and
@@ -46,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sandbox.app import json_response, sandbox_state
 from sandbox.control import ControlError, control_route, parse_body
+from sandbox.graph_notifications import MessageChange, message_changed
 from sandbox.microsoft import access_token_lookup, account_oid, display_name, tls_base_url
 from sandbox.state import SandboxState
 
@@ -228,7 +231,27 @@ def message_add(
             entered_seq=mailbox.seq,
         )
         mailbox.messages[key] = message
+        _notify(state, mailbox, message, "created")
         return message
+
+
+def _notify(
+    state: SandboxState, mailbox: OutlookMailbox, message: GraphMessage, kind: str, *, left: Departure | None = None
+) -> None:
+    """Tell the subscriptions of `kind` of change to `message` (a move names the folder it left)."""
+    message_changed(
+        state,
+        MessageChange(
+            address=mailbox.address,
+            kind=kind,
+            folder=message.folder,
+            immutable_id=message_id(message, immutable=True),
+            rest_id=message.rest_id(),
+            change_key=message.change_key,
+            left=left.folder if left else None,
+            left_rest_id=left.rest_id if left else None,
+        ),
+    )
 
 
 def folder_name(ref: str) -> str:
@@ -245,7 +268,7 @@ def folder_id(mailbox: OutlookMailbox, name: str) -> str:
     return mailbox.folder_ids[name]
 
 
-def _folder_of_ref(mailbox: OutlookMailbox, ref: str) -> str | None:
+def folder_of_ref(mailbox: OutlookMailbox, ref: str) -> str | None:
     """The folder a Graph URL names: a well-known name (any case), or a folder id; None if unknown."""
     if ref == mailbox.inbox_id or ref.lower() == "inbox":
         return "inbox"
@@ -340,15 +363,16 @@ def messages_update(
             message.changed_seq = mailbox.seq
             message.change_key = _change_key()
             message.modified = _now()
+            _notify(state, mailbox, message, "updated")
         return len(found)
 
 
-def _depart(mailbox: OutlookMailbox, message: GraphMessage, reason: str) -> None:
-    mailbox.departures.append(
-        Departure(
-            mailbox.seq, message.key, message.rest_id(), message.folder, message.entered_seq, message.received, reason
-        )
+def _depart(mailbox: OutlookMailbox, message: GraphMessage, reason: str) -> Departure:
+    departure = Departure(
+        mailbox.seq, message.key, message.rest_id(), message.folder, message.entered_seq, message.received, reason
     )
+    mailbox.departures.append(departure)
+    return departure
 
 
 def messages_remove(state: SandboxState, address: str, ids: list[str]) -> int:
@@ -366,6 +390,7 @@ def messages_remove(state: SandboxState, address: str, ids: list[str]) -> int:
             mailbox.seq += 1
             del mailbox.messages[message.key]
             _depart(mailbox, message, "deleted")
+            _notify(state, mailbox, message, "deleted")
         return len({m.key for m in found if m is not None})
 
 
@@ -390,12 +415,13 @@ def messages_move(
                     moved.append(message)
                 continue
             mailbox.seq += 1
-            _depart(mailbox, message, removed_reason)
+            departure = _depart(mailbox, message, removed_reason)
             message.folder = target
             message.rest_key = _key()
             message.entered_seq = message.changed_seq = mailbox.seq
             message.change_key = _change_key()
             message.modified = _now()
+            _notify(state, mailbox, message, "moved", left=departure)
             moved.append(message)
         return moved
 
@@ -562,7 +588,7 @@ def _not_found() -> GraphError:
     return GraphError(404, "ErrorItemNotFound", "The specified object was not found in the store.")
 
 
-def _mailbox() -> OutlookMailbox:
+def mailbox_of_request() -> OutlookMailbox:
     """The mailbox the request's Bearer token opens, or Graph's 401."""
     header = request.headers.get("Authorization", "")
     token = header[7:].strip() if header.lower().startswith("bearer ") else ""
@@ -595,7 +621,7 @@ class Preferences:
         return {"Preference-Applied": ", ".join(self.applied)} if self.applied else {}
 
 
-def _preferences() -> Preferences:
+def request_preferences() -> Preferences:
     """The Prefer header(s): comma-separated in one header, or repeated headers (RFC 7240)."""
     prefs = Preferences()
     for header in request.headers.getlist("Prefer"):
@@ -793,9 +819,9 @@ def _snapshot_store(mailbox: OutlookMailbox, snapshot: Snapshot) -> str:
 
 
 def _delta(folder_ref: str) -> Response:
-    mailbox = _mailbox()
-    prefs = _preferences()
-    folder = _folder_of_ref(mailbox, folder_ref)
+    mailbox = mailbox_of_request()
+    prefs = request_preferences()
+    folder = folder_of_ref(mailbox, folder_ref)
     if folder is None:
         raise _not_found()
     top = request.args.get("$top")
@@ -859,7 +885,7 @@ def _delta(folder_ref: str) -> Response:
 # Routes ---------------------------------------------------------------------------------------------
 @blueprint.get("/me")
 def me() -> Response:
-    mailbox = _mailbox()
+    mailbox = mailbox_of_request()
     name_parts = mailbox.display_name.split(" ", 1)
     return json_response(
         {
@@ -891,8 +917,8 @@ def me_resource(rest: str) -> Response:
 
 
 def _message_get(message_ref: str) -> Response:
-    mailbox = _mailbox()
-    prefs = _preferences()
+    mailbox = mailbox_of_request()
+    prefs = request_preferences()
     select = _select()
     with sandbox_state().lock:
         message = _find(mailbox, message_ref)

@@ -1,10 +1,13 @@
-"""In-memory state of the sandbox: mailboxes, tokens, faults and the request log.
+"""In-memory state of the sandbox: mailboxes, tokens, faults, the request log and settings.
 
-Every route reads and writes this through one lock, so the threaded server stays consistent.
+Every route reads and writes this through one lock, so the threaded server stays consistent. A reset clears
+all of it and bumps `epoch`, which background work (a push delivery queued before the reset) checks before it
+acts, so nothing from one test lands in the next.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import re
 import threading
@@ -12,7 +15,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-SERVICES = ("google_oauth", "gmail", "gemini", "microsoft", "graph")
+SERVICES = ("google_oauth", "gmail", "gemini", "microsoft", "graph", "pubsub")
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "gemini_latency_ms": 0,
+    "gmail_push_rate_limit": True,  # Gmail's "at most about 1 notification per second per user"
+    "push_retry_delays_ms": [50, 100, 200, 400],  # before each redelivery of a push not acknowledged
+    "graph_validation_timeout_ms": 10_000,  # how long Graph waits for the answer to its validation request
+}
 
 
 @dataclass
@@ -94,8 +103,10 @@ class SandboxState:
         self._ids = itertools.count(1)
         self.faults: list[Fault] = []
         self.log: list[LoggedRequest] = []
-        self.settings: dict[str, Any] = {"gemini_latency_ms": 0}
+        self.settings: dict[str, Any] = copy.deepcopy(DEFAULT_SETTINGS)
         self.data: dict[str, Any] = {}
+        self.epoch = 0  # bumped by every reset
+        self.keep: dict[str, Any] = {}  # what outlives a reset: the Pub/Sub signing keys, the push outbox
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -104,8 +115,9 @@ class SandboxState:
         with self.lock:
             self.faults.clear()
             self.log.clear()
-            self.settings = {"gemini_latency_ms": 0}
+            self.settings = copy.deepcopy(DEFAULT_SETTINGS)
             self.data.clear()
+            self.epoch += 1
 
     # Faults -------------------------------------------------------------------------------------
     def add_fault(self, **spec: Any) -> Fault:

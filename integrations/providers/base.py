@@ -86,6 +86,12 @@ class ProviderUnavailable(ProviderError):
     code = "provider_unavailable"
 
 
+class ProviderNotFound(ProviderError):
+    """The provider does not know the thing asked for (HTTP 404), e.g. a push subscription that expired."""
+
+    code = "provider_not_found"
+
+
 class CursorExpired(ProviderError):
     """The saved cursor is no longer accepted (Gmail 404 on history, Graph 410): a resync is needed."""
 

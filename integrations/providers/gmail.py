@@ -185,6 +185,20 @@ class GmailProvider:
         profile = self._execute(self._users().getProfile(userId="me"))
         return str(profile["emailAddress"])
 
+    # Push (users.watch on INBOX, published to a Pub/Sub topic) ------------------------------------------
+    def watch(self, topic: str) -> datetime:
+        """Ask Gmail to publish INBOX changes to `topic`; calling it again renews the watch. Returns when
+        the watch expires (Gmail: in 7 days)."""
+        answer = self._execute(
+            self._users().watch(
+                userId="me", body={"topicName": topic, "labelIds": ["INBOX"], "labelFilterBehavior": "include"}
+            )
+        )
+        return datetime.fromtimestamp(int(answer["expiration"]) / 1000, tz=UTC)
+
+    def stop_watch(self) -> None:
+        self._execute(self._users().stop(userId="me"))
+
     def fetch_delta(self, cursor: str) -> Delta:
         """Every message that entered INBOX after `cursor`, over all history pages: delivered there, or
         labelled into it later (un-archived, "Not spam", moved from another label, a filter). Saves nothing."""

@@ -8,6 +8,7 @@ The cursor is a Graph delta URL: the first one is built here (`initial_cursor`),
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from integrations.providers.base import (
     Fetched,
     ProviderAuthError,
     ProviderError,
+    ProviderNotFound,
     ProviderRateLimited,
     ProviderUnavailable,
 )
@@ -238,12 +240,50 @@ class OutlookProvider:
                     continue
             if response.status_code >= 400:
                 self._raise_for(response)
+            if response.status_code == 204 or not response.content:
+                return {}  # a DELETE, a reauthorize
             try:
                 body = response.json()
             except ValueError as error:
                 raise ProviderUnavailable("Outlook sent an answer that is not JSON; syncing will retry.") from error
             return body if isinstance(body, dict) else {}
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    # Push (a subscription on the inbox's messages) ---------------------------------------------------
+    def subscribe(
+        self, *, notification_url: str, lifecycle_url: str, client_state: str, expires_at: datetime
+    ) -> tuple[str, datetime]:
+        """Ask Graph to notify `notification_url` of mail created in the inbox. Graph validates both URLs
+        before it answers. Returns the subscription id and when it expires."""
+        answer = self._request(
+            "POST",
+            f"{self._endpoint}/subscriptions",
+            prefer='IdType="ImmutableId"',  # notifications then name messages by the ids our delta reads
+            json={
+                "changeType": "created",
+                "notificationUrl": notification_url,
+                "lifecycleNotificationUrl": lifecycle_url,
+                "resource": "me/mailFolders('Inbox')/messages",
+                "expirationDateTime": _graph_time(expires_at),
+                "clientState": client_state,
+                "latestSupportedTlsVersion": "v1_2",
+            },
+        )
+        return str(answer["id"]), _received(answer.get("expirationDateTime")) or expires_at
+
+    def renew_subscription(self, subscription_id: str, expires_at: datetime) -> datetime:
+        """Push a subscription's expiry to `expires_at`. Raises ProviderNotFound when it is gone."""
+        answer = self._request(
+            "PATCH",
+            f"{self._endpoint}/subscriptions/{quote(subscription_id, safe='')}",
+            json={"expirationDateTime": _graph_time(expires_at)},
+        )
+        return _received(answer.get("expirationDateTime")) or expires_at
+
+    def unsubscribe(self, subscription_id: str) -> None:
+        """Delete a subscription; one already gone is fine."""
+        with contextlib.suppress(ProviderNotFound):
+            self._request("DELETE", f"{self._endpoint}/subscriptions/{quote(subscription_id, safe='')}")
 
     @staticmethod
     def _raise_for(response: requests.Response) -> NoReturn:
@@ -374,6 +414,10 @@ def _received(value: Any) -> datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
+def _graph_time(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def _is_initial(cursor: str) -> bool:
     """Whether the cursor is the first query of a mailbox (from initial_cursor), not a link Graph gave."""
     query = urlsplit(cursor).query.lower()
@@ -393,6 +437,8 @@ def _status_error(status: int, code: str, retry_after: float | None) -> Provider
         return ProviderAuthError("Outlook no longer accepts Tasklift's access. Reconnect Outlook to continue.")
     if status >= 500:
         return ProviderUnavailable("Outlook is not answering right now; syncing will retry.")
+    if status == 404:
+        return ProviderNotFound(f"Outlook does not know this (HTTP 404{f', {code}' if code else ''}).")
     return ProviderError(f"Outlook refused a request (HTTP {status}{f', {code}' if code else ''}).")
 
 

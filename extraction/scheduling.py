@@ -1,0 +1,183 @@
+"""When runs start without a person asking: a provider's doorbell (push), and the polling safety net.
+
+A doorbell only says "read this mailbox" (DESIGN §2): it requests a run, never reads anything itself, so a
+duplicated, late, forged or lost ring can neither create nor lose anything. A burst of rings for one
+person becomes at most one run in flight plus one queued (the coalescing of `extraction_run_request`),
+and push-triggered runs count against a limit of their own (PUSH_RUNS_PER_MINUTE), apart from the
+person's "Extract now" presses. A mailbox rung but not read (over that limit, in backoff, a lost job) and
+every mailbox not read successfully for a poll interval are picked up by beat's scan.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+from django_ratelimit.core import get_usage
+
+from accounts.models import AIConsent, User
+from extraction.models import ExtractionRun, ProcessedEmail
+from integrations.models import Integration, SyncCursor
+
+logger = logging.getLogger(__name__)
+
+PUSH_GROUP = "extraction-push"
+SCAN_CHUNK = 1000  # people per statement and per broker round in the scan
+
+
+def extraction_doorbell(*, integration_ids: Iterable[int]) -> int:
+    """Providers rang for these mailboxes: note it, and request a run for each person it concerns who may
+    run now. Returns how many runs were newly queued."""
+    now = timezone.now()
+    ids = sorted(set(integration_ids))
+    if not ids:
+        return 0
+    Integration.objects.filter(pk__in=ids, status=Integration.Status.ACTIVE).update(notified_at=now)
+    ready = Integration.objects.filter(pk__in=ids, status=Integration.Status.ACTIVE).filter(
+        Q(retry_after__isnull=True) | Q(retry_after__lte=now)
+    )
+    user_ids = set(ready.values_list("user_id", flat=True))
+    queued = 0
+    for user_id in sorted(_may_run(user_ids, now)):
+        if _push_count(user_id, increment=False) >= settings.PUSH_RUNS_PER_MINUTE:
+            continue  # over the push limit: the scan reads this mailbox soon (rung, not read since)
+        user = User(pk=user_id)
+        from extraction.services import extraction_run_request
+
+        _, created = extraction_run_request(user=user, trigger=ExtractionRun.Trigger.WEBHOOK)
+        if created:
+            _push_count(user_id, increment=True)
+            queued += 1
+    return queued
+
+
+def _push_count(user_id: int, *, increment: bool) -> int:
+    """How many push-triggered runs this person had this minute (counting one more first, if asked)."""
+    usage = get_usage(
+        None,
+        group=PUSH_GROUP,
+        key=lambda _group, _request: str(user_id),
+        rate=f"{settings.PUSH_RUNS_PER_MINUTE}/m",
+        increment=increment,
+    )
+    return int(usage["count"]) if usage else 0
+
+
+def _may_run(user_ids: set[int], now: Any) -> set[int]:
+    """The people among `user_ids` whose runs may start now: active, with current AI consent, and not
+    asked by Gemini to wait."""
+    if not user_ids:
+        return set()
+    consenting = AIConsent.objects.current().filter(user=OuterRef("pk"))
+    waiting = ExtractionRun.objects.filter(user=OuterRef("pk"), retry_after__gt=now)
+    return set(
+        User.objects.filter(pk__in=user_ids, is_active=True)
+        .filter(Exists(consenting))
+        .exclude(Exists(waiting))
+        .values_list("pk", flat=True)
+    )
+
+
+def gmail_ring_covered(*, integration: Integration, history_id: int) -> bool:
+    """Whether the mail a Gmail push announces is already read, or listed by the run in progress: its
+    history id is not past the saved cursor, nor past where the running run read to."""
+    cursor = SyncCursor.objects.filter(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).first()
+    if cursor is not None and cursor.value.isdigit() and int(cursor.value) >= history_id:
+        return True
+    running = ExtractionRun.objects.filter(user_id=integration.user_id, status=ExtractionRun.Status.RUNNING).first()
+    fetched = (running.mailboxes.get(str(integration.pk)) or {}).get("fetched") if running else None
+    return isinstance(fetched, str) and fetched.isdigit() and int(fetched) >= history_id
+
+
+def outlook_ring_covered(*, integration: Integration, message_ids: set[str]) -> bool:
+    """Whether every message a Graph notification names is already in the ledger."""
+    if not message_ids:
+        return False
+    done = ProcessedEmail.objects.filter(integration=integration, message_id__in=message_ids).count()
+    return done == len(message_ids)
+
+
+# The polling safety net ------------------------------------------------------------------------------
+
+
+def mailboxes_claim_due() -> set[int]:
+    """Claim the mailboxes due a poll, in one statement, and return their people's ids.
+
+    Due: active, not waiting out a throttle, and either not read successfully for a poll interval (nor
+    claimed for one), or rung since its last successful read a scan interval ago and not claimed since the
+    ring. Claiming sets `polled_at` under FOR UPDATE SKIP LOCKED, so two beats, or a scan that overlaps
+    the previous one, never claim a mailbox twice.
+    """
+    now = timezone.now()
+    poll_cut = now - timedelta(minutes=settings.EXTRACTION_SCHEDULE_MINUTES)
+    ring_cut = now - timedelta(seconds=settings.EXTRACTION_SCAN_SECONDS / 2)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE integrations_integration SET polled_at = %s WHERE id IN (
+                SELECT id FROM integrations_integration
+                WHERE status = %s AND (retry_after IS NULL OR retry_after <= %s)
+                  AND (
+                    ((last_success_at IS NULL OR last_success_at <= %s)
+                      AND (polled_at IS NULL OR polled_at <= %s))
+                    OR (notified_at IS NOT NULL AND notified_at <= %s
+                      AND (last_success_at IS NULL OR notified_at > last_success_at)
+                      AND (polled_at IS NULL OR polled_at < notified_at))
+                  )
+                FOR UPDATE SKIP LOCKED
+            ) RETURNING user_id
+            """,
+            [now, Integration.Status.ACTIVE, now, poll_cut, poll_cut, ring_cut],
+        )
+        return {int(row[0]) for row in cursor.fetchall()}
+
+
+def extraction_runs_request_many(*, user_ids: Iterable[int], trigger: str) -> int:
+    """Queue a run for each of these people who may run now and has none waiting: a few statements and
+    one broker connection per chunk, not one round per person. Returns how many were queued."""
+    from extraction.jobs import extraction_run_job
+
+    now = timezone.now()
+    wanted = sorted(_may_run(set(user_ids), now))
+    queued = 0
+    for start in range(0, len(wanted), SCAN_CHUNK):
+        chunk = wanted[start : start + SCAN_CHUNK]
+        with transaction.atomic():
+            # The same lock as a single request takes, so a button pressed meanwhile cannot queue a second run.
+            list(User.objects.select_for_update().filter(pk__in=chunk).order_by("pk").values_list("pk", flat=True))
+            waiting = set(
+                ExtractionRun.objects.filter(user_id__in=chunk, status=ExtractionRun.Status.QUEUED).values_list(
+                    "user_id", flat=True
+                )
+            )
+            runs = ExtractionRun.objects.bulk_create(
+                [ExtractionRun(user_id=u, trigger=trigger) for u in chunk if u not in waiting]
+            )
+            transaction.on_commit(lambda runs=runs: _enqueue_many(runs, extraction_run_job))  # type: ignore[misc]
+        queued += len(runs)
+    return queued
+
+
+def _enqueue_many(runs: list[ExtractionRun], job: Any) -> None:
+    """Send the jobs of `runs` over one broker connection; a run whose job cannot be sent is ended with a
+    readable reason (as a single request does)."""
+    from extraction.services import extraction_run_give_up
+
+    if not runs:
+        return
+    try:
+        with job.app.producer_or_acquire() as producer:
+            for run in runs:
+                job.apply_async((run.pk,), producer=producer)
+    except Exception:  # kombu raises many transport errors; the scan must go on
+        logger.exception("could not queue %d scheduled extraction runs", len(runs))
+        for run in runs:
+            extraction_run_give_up(
+                run=run, code="queue_unavailable", message="The run could not be queued just now. It is tried again."
+            )

@@ -1,0 +1,160 @@
+"""The doorbells: Gmail's Pub/Sub push and Graph's change and lifecycle notifications.
+
+Each answers fast (Graph wants 2xx within 3 s, Pub/Sub within its ack deadline) and does no reading: it
+checks that the ring is genuine, finds the mailboxes it concerns and requests runs (extraction/scheduling.py).
+Status codes follow what the sender does with them: Pub/Sub redelivers on anything but 102/200/201/202/204,
+Graph retries on 5xx. A ring for a mailbox we do not know is acknowledged, so that it is not sent again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from extraction.scheduling import extraction_doorbell, gmail_ring_covered, outlook_ring_covered
+from integrations.jobs import push_channel_open_job, push_channel_renew_job
+from integrations.models import Integration, PushChannel
+from integrations.push import PushRefused, client_state_matches, pubsub_envelope_read, pubsub_token_verify
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1_000_000  # a Graph POST holds a few notifications; a Pub/Sub envelope is tiny
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+@csrf_exempt
+@require_POST
+def gmail_push(request: HttpRequest) -> HttpResponse:
+    """Pub/Sub push of a Gmail watch: `{message: {data: base64 {emailAddress, historyId}}}` with an OIDC
+    token. 401 without a token, 403 with a bad one, nothing requested either way."""
+    try:
+        pubsub_token_verify(request.headers.get("Authorization", ""))
+    except PushRefused as refused:
+        logger.warning("gmail push refused: %s", refused.reason)
+        return _error(refused.status, "push_refused", "The push token was refused.")
+    try:
+        push = pubsub_envelope_read(request.body)
+    except (ValueError, UnicodeDecodeError):
+        return _error(400, "bad_envelope", "The body is not a Pub/Sub envelope of a Gmail notification.")
+    integrations = Integration.objects.filter(
+        provider=Integration.Provider.GMAIL, account_address=push.address, status=Integration.Status.ACTIVE
+    )
+    rung = [i.pk for i in integrations if not gmail_ring_covered(integration=i, history_id=push.history_id)]
+    queued = extraction_doorbell(integration_ids=rung)
+    logger.info(
+        "gmail push history=%s mailboxes=%d rung=%d queued=%d", push.history_id, len(integrations), len(rung), queued
+    )
+    return HttpResponse(status=204)
+
+
+@csrf_exempt
+def outlook_notify(request: HttpRequest) -> HttpResponse:
+    """Graph change notifications (`{value: [...]}`), and the validation handshake of a new subscription."""
+    checked = _checked(request)
+    if isinstance(checked, HttpResponse):
+        return checked
+    genuine, items, refused = checked
+    rung: list[int] = []
+    for channel, notes in genuine.items():
+        ids = {str(n.get("resourceData", {}).get("id", "")) for n in notes if isinstance(n.get("resourceData"), dict)}
+        ids.discard("")
+        if not outlook_ring_covered(integration=channel.integration, message_ids=ids):
+            rung.append(channel.integration_id)
+    queued = extraction_doorbell(integration_ids=rung)
+    logger.info("graph notifications=%d refused=%d queued=%d", len(items), refused, queued)
+    return HttpResponse(status=202)
+
+
+@csrf_exempt
+def outlook_lifecycle(request: HttpRequest) -> HttpResponse:
+    """Graph lifecycle notifications: `reauthorizationRequired` renews the subscription,
+    `subscriptionRemoved` makes it again and reads the mailbox, `missed` reads the mailbox."""
+    checked = _checked(request)
+    if isinstance(checked, HttpResponse):
+        return checked
+    genuine, items, refused = checked
+    read: list[int] = []
+    for channel, notes in genuine.items():
+        events = {str(n.get("lifecycleEvent", "")) for n in notes}
+        if "subscriptionRemoved" in events:
+            push_channel_open_job.delay(channel.integration_id)
+            read.append(channel.integration_id)
+        elif "reauthorizationRequired" in events:
+            push_channel_renew_job.delay(channel.integration_id)
+        if "missed" in events:
+            read.append(channel.integration_id)
+    queued = extraction_doorbell(integration_ids=read)
+    logger.info("graph lifecycle notifications=%d refused=%d queued=%d", len(items), refused, queued)
+    return HttpResponse(status=202)
+
+
+Checked = tuple[dict[PushChannel, list[dict[str, Any]]], list[dict[str, Any]], int]
+
+
+def _checked(request: HttpRequest) -> HttpResponse | Checked:
+    """The answer to give at once (the handshake, a 400, a 403 when every notification was refused), or the
+    genuine notifications by channel, all of them, and how many were refused."""
+    handshake = _validation(request)
+    if handshake is not None:
+        return handshake
+    items = _notifications(request)
+    if items is None:
+        return _error(400, "bad_notification", "The body is not a Graph notification collection.")
+    genuine, refused = _genuine(items)
+    if refused and not genuine:
+        return _error(403, "client_state_refused", "No notification carried the subscription's clientState.")
+    return genuine, items, refused
+
+
+def _validation(request: HttpRequest) -> HttpResponse | None:
+    """Graph's handshake: echo the (already URL-decoded) validationToken as text/plain."""
+    token = request.GET.get("validationToken")
+    if token is None:
+        if request.method != "POST":
+            return HttpResponse(status=405, headers={"Allow": "POST"})
+        return None
+    return HttpResponse(token, content_type="text/plain; charset=utf-8")
+
+
+def _notifications(request: HttpRequest) -> list[dict[str, Any]] | None:
+    if len(request.body) > MAX_BODY_BYTES:
+        return None
+    try:
+        body = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    value = body.get("value") if isinstance(body, dict) else None
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        return None
+    return value
+
+
+def _genuine(items: list[dict[str, Any]]) -> tuple[dict[PushChannel, list[dict[str, Any]]], int]:
+    """The notifications whose subscription we know and whose clientState matches it, by channel; and how
+    many were refused. A notification of a subscription we do not know is neither (acknowledged, ignored)."""
+    ids = {str(item.get("subscriptionId", "")) for item in items}
+    channels = {
+        c.external_id: c
+        for c in PushChannel.objects.select_related("integration").filter(
+            external_id__in=ids, integration__provider=Integration.Provider.OUTLOOK
+        )
+    }
+    genuine: dict[PushChannel, list[dict[str, Any]]] = {}
+    refused = 0
+    for item in items:
+        channel = channels.get(str(item.get("subscriptionId", "")))
+        if channel is None:
+            continue
+        if not client_state_matches(channel, item.get("clientState")):
+            refused += 1
+            continue
+        genuine.setdefault(channel, []).append(item)
+    return genuine, refused

@@ -1,0 +1,207 @@
+"""The polling safety net, the doorbell's limits, and provider-aware backoff (issue 10).
+
+What must hold: a mailbox not read for a poll interval gets a run whatever push does; two scans cannot
+queue a mailbox twice; rings never use up a person's "Extract now" presses and presses never silence
+rings; a throttled mailbox waits Retry-After or 30 s doubling to an hour, and one success resets it; a
+Gemini 429 makes the person's runs wait as long as Gemini asked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from django_ratelimit.core import get_usage
+
+from accounts.models import User
+from accounts.services import consent_grant
+from extraction.jobs import extraction_schedule_job
+from extraction.models import ExtractionRun
+from extraction.scheduling import PUSH_GROUP, extraction_doorbell, mailboxes_claim_due
+from integrations.models import Integration
+from integrations.services import backoff_seconds
+from sandbox.client import SandboxClient
+from tests.conftest import GmailBox, connect_gmail, run_extraction
+from tests.extraction.test_rate_limit import start_of_a_fresh_window
+from tests.factories import UserFactory
+from tests.mail import ask
+
+pytestmark = pytest.mark.django_db
+
+
+def _read_long_ago(integration: Integration, minutes: int = 60) -> None:
+    Integration.objects.filter(pk=integration.pk).update(last_success_at=timezone.now() - timedelta(minutes=minutes))
+
+
+# The polling safety net ---------------------------------------------------------------------------------
+
+
+def test_a_mailbox_not_read_for_a_poll_interval_gets_a_run_and_only_once_across_overlapping_scans(
+    gmail: GmailBox, consenting_user: User, broker_queue: Callable[[], int], django_capture_on_commit_callbacks
+) -> None:
+    _read_long_ago(gmail.integration)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        first = extraction_schedule_job()
+    with django_capture_on_commit_callbacks(execute=True):
+        ExtractionRun.objects.update(status=ExtractionRun.Status.FAILED)  # even were the first run over already
+        second = extraction_schedule_job()  # a second beat, or a scan overlapping the first
+
+    assert (first, second) == (1, 0)
+    assert broker_queue() == 1
+    assert ExtractionRun.objects.filter(trigger=ExtractionRun.Trigger.SCHEDULE).count() == 1
+
+
+def test_a_mailbox_read_recently_is_not_polled_but_one_rung_and_not_read_since_is(
+    gmail: GmailBox, consenting_user: User, settings
+) -> None:
+    Integration.objects.filter(pk=gmail.integration.pk).update(last_success_at=timezone.now())
+    assert mailboxes_claim_due() == set()
+
+    rung = timezone.now() - timedelta(seconds=settings.EXTRACTION_SCAN_SECONDS)
+    Integration.objects.filter(pk=gmail.integration.pk).update(
+        last_success_at=rung - timedelta(seconds=5), notified_at=rung
+    )
+
+    assert mailboxes_claim_due() == {consenting_user.pk}
+    assert mailboxes_claim_due() == set()  # claimed: not again until it rings again or a poll interval passes
+
+
+def test_the_scan_leaves_out_throttled_mailboxes_and_people_gemini_asked_to_wait(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User, django_capture_on_commit_callbacks
+) -> None:
+    other = UserFactory()
+    consent_grant(user=other)
+    other_box = connect_gmail(sandbox, other, "other@example.com")
+    _read_long_ago(gmail.integration)
+    _read_long_ago(other_box.integration)
+    Integration.objects.filter(pk=gmail.integration.pk).update(retry_after=timezone.now() + timedelta(minutes=5))
+    ExtractionRun.objects.create(
+        user=other, trigger="manual", status="failed", retry_after=timezone.now() + timedelta(minutes=1)
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert extraction_schedule_job() == 0
+
+
+# The doorbell's own limit -----------------------------------------------------------------------------
+
+
+def test_rings_never_use_up_extract_now_and_presses_never_silence_rings(
+    client: Client, gmail: GmailBox, consenting_user: User, settings, django_capture_on_commit_callbacks
+) -> None:
+    start_of_a_fresh_window(consenting_user)
+    ring_window = get_usage(
+        None, group=PUSH_GROUP, key=lambda *_: str(consenting_user.pk), rate=f"{settings.PUSH_RUNS_PER_MINUTE}/m"
+    )
+    assert ring_window is not None
+    if ring_window["time_left"] < 20:
+        time.sleep(ring_window["time_left"] + 1)
+    client.force_login(consenting_user)
+
+    def press() -> int:
+        with django_capture_on_commit_callbacks(execute=True):
+            status = client.post("/extract", HTTP_HX_REQUEST="true").status_code
+        ExtractionRun.objects.update(status=ExtractionRun.Status.SUCCEEDED)  # as if it ran
+        return status
+
+    presses = [press() for _ in range(settings.EXTRACTION_RUNS_PER_MINUTE - 2)]
+    for _ in range(settings.PUSH_RUNS_PER_MINUTE + 5):  # a flood of rings, each finding no run waiting
+        with django_capture_on_commit_callbacks(execute=True):
+            extraction_doorbell(integration_ids=[gmail.integration.pk])
+        ExtractionRun.objects.update(status=ExtractionRun.Status.SUCCEEDED)
+    presses += [press() for _ in range(2)]
+
+    assert ExtractionRun.objects.filter(trigger=ExtractionRun.Trigger.WEBHOOK).count() == settings.PUSH_RUNS_PER_MINUTE
+    assert presses == [202] * settings.EXTRACTION_RUNS_PER_MINUTE  # every press of the minute is still there
+    assert press() == 429  # and the button's own limit is where it was
+
+
+def test_a_burst_of_rings_queues_one_run_behind_the_one_in_flight(
+    gmail: GmailBox, consenting_user: User, broker_queue: Callable[[], int], django_capture_on_commit_callbacks
+) -> None:
+    ExtractionRun.objects.create(user=consenting_user, trigger="manual", status=ExtractionRun.Status.RUNNING)
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = [extraction_doorbell(integration_ids=[gmail.integration.pk]) for _ in range(50)]
+
+    assert sum(queued) == 1
+    assert ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED).count() == 1
+    assert broker_queue() == 1
+
+
+# Backoff ----------------------------------------------------------------------------------------------
+
+
+def test_backoff_steps_double_from_30_seconds_to_an_hour_with_jitter() -> None:
+    for step, base in enumerate([30, 60, 120, 240, 480, 960, 1920, 3600, 3600, 3600]):
+        waits = [backoff_seconds(step) for _ in range(20)]
+        assert all(base * 0.9 <= w <= base for w in waits), (step, waits)
+        assert len(set(waits)) > 1  # jitter: mailboxes throttled together do not come back together
+    assert backoff_seconds(10_000) <= 3600
+
+
+def test_a_throttled_mailbox_waits_longer_each_time_honours_retry_after_and_a_success_resets_it(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
+) -> None:
+    gmail.deliver(ask(1))
+    for base in (30, 60, 120):  # Gmail's 403 userRateLimitExceeded carries no Retry-After
+        sandbox.fault("gmail", 403, reason="userRateLimitExceeded", times=None, route="history")
+        before = timezone.now()
+        run = run_extraction(consenting_user)
+        after = timezone.now()
+        assert run.status == ExtractionRun.Status.FAILED
+        integration = Integration.objects.get(pk=gmail.integration.pk)
+        assert integration.retry_after is not None
+        # The wait began when the throttle was seen, somewhere between `before` and `after`.
+        assert (integration.retry_after - before).total_seconds() >= base * 0.9
+        assert (integration.retry_after - after).total_seconds() <= base
+        # Neither a ring nor the scan starts a run for it while it waits...
+        assert extraction_doorbell(integration_ids=[gmail.integration.pk]) == 0
+        Integration.objects.filter(pk=gmail.integration.pk).update(last_success_at=None, polled_at=None)
+        assert mailboxes_claim_due() == set()
+        # ...and a run started anyway leaves the mailbox out, untouched and without a call, until the wait is over.
+        sandbox.clear_requests()
+        assert run_extraction(consenting_user).status == ExtractionRun.Status.FAILED
+        assert sandbox.requests("gmail") == []
+        assert Integration.objects.get(pk=gmail.integration.pk).throttle_count == integration.throttle_count
+        Integration.objects.filter(pk=gmail.integration.pk).update(retry_after=timezone.now())
+        sandbox.clear_faults()
+
+    sandbox.fault("gmail", 429, headers={"Retry-After": "7"}, times=None, route="history")
+    run_extraction(consenting_user)
+    after = timezone.now()
+    integration = Integration.objects.get(pk=gmail.integration.pk)
+    assert integration.retry_after is not None
+    assert 6 <= (integration.retry_after - after).total_seconds() <= 7  # Retry-After honoured, not the 4th step
+    sandbox.clear_faults()
+    Integration.objects.filter(pk=gmail.integration.pk).update(retry_after=timezone.now())
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED and run.tasks_created == 1
+    integration = Integration.objects.get(pk=gmail.integration.pk)
+    assert (integration.throttle_count, integration.retry_after) == (0, None)  # one success resets it
+
+
+def test_a_gemini_429_with_a_retry_delay_makes_the_persons_runs_wait_that_long(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User, django_capture_on_commit_callbacks
+) -> None:
+    gmail.deliver(ask(2))
+    # Longer than GEMINI_MAX_RETRY_WAIT_S, so not waited out inside the run.
+    sandbox.fault("gemini", 429, headers={"Retry-After": "120"}, times=None)
+    before = timezone.now()
+
+    run = run_extraction(consenting_user)
+    after = timezone.now()
+
+    assert run.status == ExtractionRun.Status.FAILED and run.error_code == "llm_rate_limited"
+    assert run.retry_after is not None
+    assert (run.retry_after - before).total_seconds() >= 120 >= (run.retry_after - after).total_seconds()
+    _read_long_ago(gmail.integration)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert extraction_schedule_job() == 0  # the scan waits for Gemini
+        assert extraction_doorbell(integration_ids=[gmail.integration.pk]) == 0  # and so does the doorbell
