@@ -170,8 +170,10 @@ if GOOGLE_SIMULATED:
     GOOGLE_TOKEN_URI = f"{SANDBOX_URL}/google/token"
     GOOGLE_REVOKE_URI = f"{SANDBOX_URL}/google/revoke"
     GMAIL_API_ENDPOINT = SANDBOX_URL
-    # oauthlib refuses plain http; the sandbox is plain http on loopback.
-    os.environ.setdefault("OAUTHLIB_INSECURE_TRANSPORT", "1")
+    if not PRODUCTION:
+        # oauthlib refuses plain http; the development sandbox is plain http on loopback. Never in production
+        # (see "Production and the sandbox" below).
+        os.environ.setdefault("OAUTHLIB_INSECURE_TRANSPORT", "1")
 else:
     GOOGLE_AUTH_URI = "https://accounts.google.com/o/oauth2/auth"
     GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
@@ -215,6 +217,41 @@ GEMINI_TIMEOUT_S = env_int("GEMINI_TIMEOUT_S", 60, minimum=1)
 GEMINI_MAX_ATTEMPTS = env_int("GEMINI_MAX_ATTEMPTS", 4, minimum=1)
 GEMINI_RETRY_INITIAL_DELAY_S = float(env_str("GEMINI_RETRY_INITIAL_DELAY_S", "1.0"))
 GEMINI_MAX_RETRY_WAIT_S = env_int("GEMINI_MAX_RETRY_WAIT_S", 60, minimum=0)
+
+# Production and the sandbox ----------------------------------------------------------------------
+# A production deployment reads real mailboxes: it refuses to run any service against the sandbox unless
+# TASKLIFT_DEMO=true says it is a demo, and it never lets oauthlib accept plain http.
+TASKLIFT_DEMO = env_bool("TASKLIFT_DEMO", default=False)
+if PRODUCTION:
+    _simulated = [
+        f"{service} ({variable} is not set)"
+        for service, variable, simulated in (
+            ("Google sign-in and Gmail", "GOOGLE_CLIENT_ID", GOOGLE_SIMULATED),
+            ("Microsoft sign-in and Outlook", "MICROSOFT_CLIENT_ID", MICROSOFT_SIMULATED),
+            ("Gemini", "GEMINI_API_KEY", GEMINI_SIMULATED),
+        )
+        if simulated
+    ]
+    if _simulated and not TASKLIFT_DEMO:
+        raise ImproperlyConfigured(
+            f"Production mode would run {', '.join(_simulated)} against the local sandbox. Configure the real "
+            "credentials, or set TASKLIFT_DEMO=true if this deployment is a demo on simulated services."
+        )
+    for _id, _secret in (
+        ("GOOGLE_CLIENT_ID", "GOOGLE_CLIENT_SECRET"),
+        ("MICROSOFT_CLIENT_ID", "MICROSOFT_CLIENT_SECRET"),
+    ):
+        if env_str(_id) and not env_str(_secret):
+            raise ImproperlyConfigured(f"{_id} is set but {_secret} is not: production mode needs both.")
+    if os.environ.get("OAUTHLIB_INSECURE_TRANSPORT"):
+        raise ImproperlyConfigured(
+            "OAUTHLIB_INSECURE_TRANSPORT must not be set in production: OAuth codes and tokens travel over https only."
+        )
+    if GOOGLE_SIMULATED and not SANDBOX_URL.startswith("https://"):
+        raise ImproperlyConfigured(
+            "A production demo serves the sandbox over https: set SANDBOX_URL to an https:// address "
+            "(OAuth over plain http is refused in production)."
+        )
 
 # Auth and i18n ------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
