@@ -81,6 +81,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # the Content-Security-Policy below
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -311,6 +312,25 @@ LOGGING = {
 API_DOCS = env_str("API_DOCS", "staff" if PRODUCTION else "public")
 if API_DOCS not in ("public", "staff", "off"):
     raise ImproperlyConfigured("API_DOCS must be 'public', 'staff' or 'off'.")
+
+# Content-Security-Policy (django-csp) --------------------------------------------------------------
+# Everything from our own origin; no inline script or style, no eval (htmx runs with allowEval off and its
+# indicator style off, templates/base.html; the API docs start Swagger UI from static/js/api-docs.js). The
+# one exception is data: images, Swagger UI's icons. form-action stays open: Chrome checks it on every
+# redirect of a form's navigation, and the Connect buttons lead through Google's and Microsoft's sign-in
+# pages, whose redirects are theirs to change. Violations are reported to /csp-report/ (config/csp.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "report-uri": "/csp-report/",
+    }
+}
+CSP_REPORT_MAX_BYTES = env_int("CSP_REPORT_MAX_BYTES", 16_384, minimum=1024)
+CSP_REPORTS_PER_MINUTE = env_int("CSP_REPORTS_PER_MINUTE", 60, minimum=1)
 
 # Login: failed attempts allowed per account and per client address within the window (accounts/throttle.py).
 LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 10, minimum=1)
