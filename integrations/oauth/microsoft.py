@@ -127,7 +127,7 @@ def _check_granted_scopes(scope: str) -> None:
             f"Outlook was not connected: Microsoft granted Tasklift more than it asks for ({', '.join(extra)}), "
             f"and Tasklift only reads mail ({', '.join(sorted(wanted.values()))}), so it refused the sign-in and kept "
             "nothing. Remove Tasklift at account.microsoft.com (Privacy, Apps and services), or for a work account "
-            "ask your administrator to grant it only those two permissions, then connect again."
+            "ask your administrator to grant it only those permissions, then connect again."
         )
     else:
         message = (
