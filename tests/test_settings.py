@@ -68,6 +68,7 @@ def _production(**env: str) -> dict[str, str]:
         "SECRET_KEY": secrets.token_urlsafe(60),
         "TASKLIFT_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
         "DEBUG": "false",
+        "EMAIL_HOST": "smtp.example.com",
         **env,
     }
 
