@@ -22,17 +22,22 @@ class ReadOnlyAdminMixin:
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin[User]):
     ordering = ("email",)
-    list_display = ("email", "name", "timezone", "is_staff", "is_active", "date_joined")
-    list_filter = ("is_staff", "is_superuser", "is_active")
+    list_display = ("email", "name", "timezone", "email_confirmed", "is_staff", "is_active", "date_joined")
+    list_filter = (("email_verified_at", admin.EmptyFieldListFilter), "is_staff", "is_superuser", "is_active")
     search_fields = ("email", "name")
     fieldsets = (
         (None, {"fields": ("email", "password")}),
         ("Profile", {"fields": ("name", "timezone")}),
         ("Permissions", {"fields": ("is_active", "is_staff", "is_superuser", "groups", "user_permissions")}),
-        ("Dates", {"fields": ("last_login", "date_joined")}),
+        ("Dates", {"fields": ("email_verified_at", "last_login", "date_joined")}),
     )
+    readonly_fields = ("email_verified_at",)
     add_fieldsets = ((None, {"classes": ("wide",), "fields": ("email", "password1", "password2")}),)
     actions = ("extract_now",)
+
+    @admin.display(boolean=True, description="Email confirmed", ordering="email_verified_at")
+    def email_confirmed(self, obj: User) -> bool:
+        return obj.email_verified
 
     @admin.action(description="Run extraction now for the selected people")
     def extract_now(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
