@@ -1,4 +1,5 @@
-"""Email confirmation: the signed, expiring link that proves a person reads the mail of their account's address.
+"""Email confirmation: the signed, expiring link that proves a person reads the mail of their account's address,
+and the gate that keeps a mailbox from being connected to an account whose address is not confirmed.
 
 The link is a TimestampSigner signature of the account's id and a digest of its address: it expires after
 EMAIL_VERIFICATION_MAX_AGE_HOURS, and stops working if the address changes. Nothing is stored."""
@@ -6,9 +7,15 @@ EMAIL_VERIFICATION_MAX_AGE_HOURS, and stops working if the address changes. Noth
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.core import signing
+from django.http import HttpRequest, HttpResponseBase
+from django.shortcuts import redirect
 from django.urls import reverse
 
 from accounts.models import User
@@ -65,3 +72,23 @@ def verification_link_user(*, token: str) -> User:
     if expired:
         raise VerificationLinkExpired(email=user.email)
     return user
+
+
+def email_verified_required(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """Refuse a view to a signed-in person whose address is not confirmed, with a message on the Mailboxes page,
+    so that an account made in bulk or with someone else's address never reads mail. Put it under
+    login_required (on connecting a mailbox: the start of the OAuth flow and its callback)."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        user = request.user
+        if isinstance(user, User) and not user.email_verified:
+            messages.error(
+                request,
+                f"Confirm your email address before connecting a mailbox: open the link we emailed to {user.email} "
+                "(the banner at the top of the page sends it again).",
+            )
+            return redirect("mailboxes")
+        return view(request, *args, **kwargs)
+
+    return wrapped

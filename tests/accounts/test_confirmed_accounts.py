@@ -30,7 +30,7 @@ def test_an_admin_made_on_the_command_line_is_confirmed() -> None:
 
 
 @pytest.mark.django_db
-def test_the_admin_shows_the_confirmed_state(client: Client) -> None:
+def test_the_admin_shows_and_sets_the_confirmed_state(client: Client) -> None:
     waiting: User = UserFactory(email="waiting@example.com", email_verified_at=None)
     UserFactory(email="done@example.com")
     client.force_login(User.objects.create_superuser("root@example.com", "pw-for-the-admin"))
@@ -39,6 +39,10 @@ def test_the_admin_shows_the_confirmed_state(client: Client) -> None:
     assert "waiting@example.com" in unconfirmed and "done@example.com" not in unconfirmed
     assert "Email confirmed" in unconfirmed
     assert "Email address confirmed at" in client.get(f"/admin/accounts/user/{waiting.pk}/change/").content.decode()
+
+    client.post("/admin/accounts/user/", {"action": "confirm_email", "_selected_action": [waiting.pk]}, follow=True)
+    waiting.refresh_from_db()
+    assert waiting.email_verified
 
 
 @pytest.mark.django_db(transaction=True)
