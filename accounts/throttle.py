@@ -8,6 +8,7 @@ Resetting the password by email is never throttled here, and a reset forgets the
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from functools import wraps
@@ -34,7 +35,8 @@ def _usage(request: HttpRequest, *, per: str, key: Any, limit: int, count: bool)
 
 
 def _generation_key(account: str) -> str:
-    return f"login-failures-generation:{account}"
+    # hashed like django-ratelimit's own keys: an account name is whatever was typed, of any length
+    return "login-failures-generation:" + hashlib.sha256(account.encode()).hexdigest()
 
 
 def login_failures_forget(*, account: str) -> None:
