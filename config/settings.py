@@ -337,6 +337,36 @@ LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 10, minimum=1
 LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)
 LOGIN_FAILURE_WINDOW_MINUTES = env_int("LOGIN_FAILURE_WINDOW_MINUTES", 15, minimum=1)
 
+# Email: SMTP when EMAIL_HOST is set (required in production); in development each message is written to a
+# file under .local/mail/ instead of being sent (the test run uses Django's in-memory outbox).
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Tasklift <no-reply@tasklift.localhost>")
+SERVER_EMAIL = env_str("SERVER_EMAIL") or DEFAULT_FROM_EMAIL
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", default=EMAIL_PORT == 465)  # TLS from the start (port 465)
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=not EMAIL_USE_SSL)  # STARTTLS (port 587)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_S", 10, minimum=1)
+EMAIL_FILE_PATH = LOCAL_DIR / "mail"
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL cannot both be true.")
+if EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+elif PRODUCTION:
+    raise ImproperlyConfigured("Production mode needs EMAIL_HOST (and its settings) to send sign-up and reset emails.")
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+
+# Sign-up, email confirmation and password reset (accounts/ratelimit.py, accounts/verification.py). Requests from
+# one client address are counted per kind (sign-up, new confirmation link, password reset); emails to one
+# recipient are counted together, so that nobody can fill someone else's inbox through Tasklift.
+ACCOUNT_REQUESTS_PER_ADDRESS = env_int("ACCOUNT_REQUESTS_PER_ADDRESS", 10, minimum=1)
+ACCOUNT_EMAILS_PER_RECIPIENT = env_int("ACCOUNT_EMAILS_PER_RECIPIENT", 5, minimum=1)
+ACCOUNT_RATE_WINDOW_MINUTES = env_int("ACCOUNT_RATE_WINDOW_MINUTES", 60, minimum=1)
+EMAIL_VERIFICATION_MAX_AGE_HOURS = env_int("EMAIL_VERIFICATION_MAX_AGE_HOURS", 48, minimum=1)
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT_MINUTES", 60, minimum=5) * 60  # Django's is 3 days
+
 # Extraction ---------------------------------------------------------------------------------------
 EXTRACTION_RUNS_PER_MINUTE = env_int("EXTRACTION_RUNS_PER_MINUTE", 6, minimum=1)
 EXTRACTION_BATCH_SIZE = min(env_int("EXTRACTION_BATCH_SIZE", 10, minimum=1), 10)

@@ -85,6 +85,7 @@ def _production(**env: str) -> dict[str, str]:
         "TASKLIFT_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
         "DEBUG": "false",
         **REAL_SERVICES,
+        "EMAIL_HOST": "smtp.example.com",
         **env,
     }
 

@@ -191,6 +191,24 @@ def log_in_and_consent(page: Any, live_site: str) -> None:
     expect(page.locator("#consent-needed")).to_have_count(0)
 
 
+def confirm_signup(page: Any, live_site: str, address: str) -> None:
+    """After "Sign up": the "check your inbox" page, then the confirmation link of the email, opened in the same
+    browser, which confirms the address and logs in. The live server runs in this process, so the email is in
+    Django's in-memory outbox."""
+    from django.core import mail
+    from playwright.sync_api import expect
+
+    expect(page).to_have_url(f"{live_site}/signup/check-your-inbox/")
+    expect(page.locator("#check-inbox")).to_contain_text(address)
+    [message] = [m for m in mail.outbox if m.to == [address]]
+    link = re.search(r"https?://\S+/signup/confirm/\S+/", str(message.body))
+    assert link is not None, message.body
+    assert link[0].startswith(f"{live_site}/"), link[0]  # SITE_URL
+    page.goto(link[0])
+    expect(page).to_have_url(f"{live_site}/")
+    expect(page.locator(".messages")).to_contain_text(f"{address} is confirmed")
+
+
 def expect_mailbox_active(page: Any, provider: str) -> None:
     from playwright.sync_api import expect
 
