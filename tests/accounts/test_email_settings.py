@@ -12,6 +12,8 @@ import sys
 from cryptography.fernet import Fernet
 from django.conf import settings
 
+from tests.test_settings import REAL_SERVICES
+
 SHOW = (
     "import json, django; django.setup(); from django.conf import settings as s;"
     "print(json.dumps([s.EMAIL_BACKEND, s.EMAIL_HOST, s.EMAIL_PORT, s.EMAIL_USE_TLS, s.EMAIL_USE_SSL,"
@@ -28,7 +30,8 @@ EMAIL_VARIABLES = (
 
 
 def _settings(**env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in EMAIL_VARIABLES}
+    # Without what the test settings added for the development sandbox (OAUTHLIB_INSECURE_TRANSPORT).
+    base = {k: v for k, v in os.environ.items() if k not in (*EMAIL_VARIABLES, "OAUTHLIB_INSECURE_TRANSPORT")}
     # the servers this test run uses: the child starts no embedded one of its own
     servers = {"DATABASE_URL": settings.DATABASE_URL, "REDIS_URL": settings.REDIS_URL}
     return subprocess.run(
@@ -47,6 +50,7 @@ def _production(**env: str) -> dict[str, str]:
         "SECRET_KEY": secrets.token_urlsafe(60),
         "TASKLIFT_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
         "DEBUG": "false",
+        **REAL_SERVICES,  # production refuses the sandbox
         **env,
     }
 
