@@ -4,7 +4,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.models import AIConsent, PersonalAccessToken, User
-from accounts.services import access_token_revoke
+from accounts.services import access_token_revoke, user_email_confirm
 from extraction.models import ExtractionRun
 from extraction.services import extraction_run_request
 
@@ -22,17 +22,29 @@ class ReadOnlyAdminMixin:
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin[User]):
     ordering = ("email",)
-    list_display = ("email", "name", "timezone", "is_staff", "is_active", "date_joined")
-    list_filter = ("is_staff", "is_superuser", "is_active")
+    list_display = ("email", "name", "timezone", "email_confirmed", "is_staff", "is_active", "date_joined")
+    list_filter = (("email_verified_at", admin.EmptyFieldListFilter), "is_staff", "is_superuser", "is_active")
     search_fields = ("email", "name")
     fieldsets = (
         (None, {"fields": ("email", "password")}),
         ("Profile", {"fields": ("name", "timezone")}),
         ("Permissions", {"fields": ("is_active", "is_staff", "is_superuser", "groups", "user_permissions")}),
-        ("Dates", {"fields": ("last_login", "date_joined")}),
+        ("Dates", {"fields": ("email_verified_at", "last_login", "date_joined")}),
     )
+    readonly_fields = ("email_verified_at",)
     add_fieldsets = ((None, {"classes": ("wide",), "fields": ("email", "password1", "password2")}),)
-    actions = ("extract_now",)
+    actions = ("extract_now", "confirm_email")
+
+    @admin.display(boolean=True, description="Email confirmed", ordering="email_verified_at")
+    def email_confirmed(self, obj: User) -> bool:
+        return obj.email_verified
+
+    @admin.action(description="Mark the email address of the selected people as confirmed")
+    def confirm_email(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        people = list(queryset.filter(email_verified_at__isnull=True))
+        for user in people:
+            user_email_confirm(user=user)
+        self.message_user(request, f"{len(people)} address(es) marked as confirmed.", messages.INFO)
 
     @admin.action(description="Run extraction now for the selected people")
     def extract_now(self, request: HttpRequest, queryset: QuerySet[User]) -> None:

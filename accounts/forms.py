@@ -1,7 +1,7 @@
 from zoneinfo import available_timezones
 
 from django import forms
-from django.contrib.auth.forms import AuthenticationForm, BaseUserCreationForm
+from django.contrib.auth.forms import AuthenticationForm, BaseUserCreationForm, PasswordResetForm
 
 from accounts.models import User
 
@@ -16,15 +16,47 @@ class SignupForm(BaseUserCreationForm[User]):
         fields = ("email", "name")
 
     def clean_email(self) -> str:
-        email = self.cleaned_data["email"].strip().lower()
-        if User.objects.filter(email__iexact=email).exists():
-            raise forms.ValidationError("An account with this email address already exists. Log in instead.")
-        return str(email)
+        return str(self.cleaned_data["email"]).strip().lower()
+
+    def validate_unique(self) -> None:
+        """Never "this address is taken": sign-up answers the same whether or not it is (accounts.services)."""
 
 
 class LoginForm(AuthenticationForm):
     username = forms.EmailField(
         label="Email address", widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "username"})
+    )
+
+    def confirm_login_allowed(self, user: User) -> None:
+        """An account whose address is not confirmed cannot log in with its password (the confirmation link logs
+        in). It gets the same error as a wrong password: otherwise signing up with an address and then logging in
+        with the password just chosen would tell whether the address already had an account."""
+        super().confirm_login_allowed(user)
+        if not user.email_verified:
+            raise self.get_invalid_login_error()
+
+
+class EmailForm(forms.Form):
+    """The address to send a confirmation link to again."""
+
+    email = forms.EmailField(
+        label="Email address", max_length=254, widget=forms.EmailInput(attrs={"autocomplete": "email"})
+    )
+
+
+class ConfirmPasswordForm(forms.Form):
+    password = forms.CharField(
+        label="Password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autofocus": True, "autocomplete": "current-password"}),
+    )
+
+
+class ResetRequestForm(PasswordResetForm):
+    email = forms.EmailField(
+        label="Email address",
+        max_length=254,
+        widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "email"}),
     )
 
 

@@ -5,11 +5,14 @@ import secrets
 from datetime import timedelta
 from zoneinfo import available_timezones
 
-from django.db import transaction
+from django.contrib.auth.hashers import make_password
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.consent import CONSENT_VERSION
+from accounts.emails import account_exists_email_send, verification_email_send
 from accounts.models import AIConsent, PersonalAccessToken, User
+from accounts.throttle import login_failures_forget
 from config.errors import ApplicationError
 
 
@@ -17,6 +20,62 @@ def user_create(*, email: str, password: str, name: str = "", timezone_name: str
     return User.objects.create_user(
         email=email, password=password, name=name, timezone=timezone_name if timezone_valid(timezone_name) else "UTC"
     )
+
+
+# Sign-up and email confirmation -------------------------------------------------------------------
+
+
+def user_signup(*, email: str, password: str, name: str = "", timezone_name: str = "UTC") -> User | None:
+    """Make an account whose address is not confirmed yet and email it its confirmation link. An address that
+    already has an account gets an email saying how to log in instead, and its account is left as it is.
+
+    Returns the new account, or None for an address already taken. Sign-up must answer the same either way (no
+    account enumeration): the caller shows the same page, and both ways send one email and hash one password.
+    """
+    email = User.objects.normalize_email(email).strip().lower()
+    existing = User.objects.filter(email__iexact=email).first()
+    if existing is None:
+        try:
+            with transaction.atomic():
+                user = user_create(email=email, password=password, name=name, timezone_name=timezone_name)
+        except IntegrityError:  # the same address signed up at the same moment
+            existing = User.objects.filter(email__iexact=email).first()
+        else:
+            verification_email_send(user=user)
+            return user
+    make_password(password)  # the work a new account costs, so that the answer takes as long
+    if existing is not None and existing.is_active:
+        account_exists_email_send(user=existing)
+    return None
+
+
+def email_confirmation_resend(*, email: str) -> None:
+    """Send the confirmation link again to an account waiting for it; an account already confirmed gets the
+    how-to-log-in email, an unknown address nothing. The caller answers the same in every case."""
+    user = User.objects.filter(email__iexact=email.strip(), is_active=True).first()
+    if user is None:
+        return
+    if user.email_verified:
+        account_exists_email_send(user=user)
+    else:
+        verification_email_send(user=user)
+
+
+def user_email_confirm(*, user: User) -> User:
+    """Record that the person reads the mail of their account's address (once: the first time stays)."""
+    if user.email_verified_at is None:
+        user.email_verified_at = timezone.now()
+        user.save(update_fields=["email_verified_at"])
+    return user
+
+
+def user_password_reset_done(*, user: User) -> User:
+    """After a person set a new password through a reset link: the link came by email, so the address is
+    confirmed; and the failed logins counted against the account are forgotten, so that they can log in now
+    even if password guessing had locked it (the count per client address stays)."""
+    user_email_confirm(user=user)
+    login_failures_forget(account=user.email)
+    return user
 
 
 def timezone_valid(name: str) -> bool:

@@ -1,42 +1,172 @@
+from typing import Any
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.views import LoginView, PasswordResetConfirmView, PasswordResetView
+from django.forms import Form
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.consent import CONSENT_NOT_SENT, CONSENT_SENT, CONSENT_TERMS, CONSENT_TITLE, CONSENT_VERSION
-from accounts.forms import AccessTokenForm, LoginForm, SignupForm, TimezoneForm
+from accounts.forms import (
+    AccessTokenForm,
+    ConfirmPasswordForm,
+    EmailForm,
+    LoginForm,
+    ResetRequestForm,
+    SignupForm,
+    TimezoneForm,
+)
 from accounts.models import PersonalAccessToken, User
+from accounts.ratelimit import account_rate_check
 from accounts.selectors import access_token_list, consent_current
 from accounts.services import (
     access_token_create,
     access_token_revoke,
     consent_grant,
     consent_revoke,
-    user_create,
+    email_confirmation_resend,
+    user_email_confirm,
+    user_password_reset_done,
     user_set_timezone,
+    user_signup,
 )
-from config.errors import ApplicationError
+from accounts.throttle import login_throttled
+from accounts.verification import VerificationLinkExpired, VerificationLinkInvalid, verification_link_user
+from config.errors import ApplicationError, RateLimitedError
 from config.http import request_user
+
+# The address a sign-up or a resend sent an email to, for the "check your inbox" page.
+SESSION_EMAIL = "accounts.signup_email"
+# The account this browser just signed up (set only when an account was made): its confirmation link opened
+# here logs in without asking for the password again, since this browser typed it. Server-side sessions
+# (the database) keep it invisible to the client, so a taken address answers the same.
+SESSION_PENDING = "accounts.signup_pending"
+
+
+def _rate_limited(request: HttpRequest, error: RateLimitedError) -> HttpResponse:
+    response = render(
+        request,
+        "accounts/rate_limited.html",
+        {"message": error.message, "wait_minutes": -(-error.retry_after // 60)},
+        status=429,
+    )
+    response["Retry-After"] = str(error.retry_after)
+    return response
+
+
+def _email_simulated() -> bool:
+    """Development without SMTP: the pages say where the email went instead of an inbox."""
+    return str(settings.EMAIL_BACKEND) == "django.core.mail.backends.filebased.EmailBackend"
+
+
+# Sign-up and email confirmation -------------------------------------------------------------------
 
 
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
+    """Whether or not the address has an account, a valid sign-up answers with the "check your inbox" page and
+    sends one email (a confirmation link, or how to log in): the page never tells which."""
     if request.user.is_authenticated:
         return redirect("home")
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = user_create(
-            email=form.cleaned_data["email"],
+        email = form.cleaned_data["email"]
+        try:
+            account_rate_check(request=request, action="signup", recipient=email)
+        except RateLimitedError as error:
+            return _rate_limited(request, error)
+        user = user_signup(
+            email=email,
             password=form.cleaned_data["password1"],
             name=form.cleaned_data.get("name", ""),
             timezone_name=form.cleaned_data.get("timezone") or "UTC",  # an unknown name falls back to UTC
         )
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("home")
+        request.session[SESSION_EMAIL] = email
+        if user is not None:
+            request.session[SESSION_PENDING] = user.pk
+        return redirect("signup_done")
     return render(request, "accounts/signup.html", {"form": form}, status=400 if form.errors else 200)
+
+
+def _check_inbox(request: HttpRequest, *, form: Form | None = None, status: int = 200) -> HttpResponse:
+    email = request.session.get(SESSION_EMAIL, "")
+    context = {
+        "email": email,
+        "form": form or EmailForm(initial={"email": email}),
+        "max_age_hours": settings.EMAIL_VERIFICATION_MAX_AGE_HOURS,
+        "email_simulated": _email_simulated(),
+        "mail_dir": settings.EMAIL_FILE_PATH,
+    }
+    return render(request, "accounts/signup_done.html", context, status=status)
+
+
+@require_GET
+def signup_done(request: HttpRequest) -> HttpResponse:
+    return _check_inbox(request)
+
+
+@require_http_methods(["GET", "POST"])
+def signup_resend(request: HttpRequest) -> HttpResponse:
+    """Send the confirmation link again; answers the same for any address (see email_confirmation_resend)."""
+    if request.method == "GET":
+        return _check_inbox(request)
+    form = EmailForm(request.POST)
+    if not form.is_valid():
+        return _check_inbox(request, form=form, status=400)
+    email = form.cleaned_data["email"].strip().lower()
+    try:
+        account_rate_check(request=request, action="resend", recipient=email)
+    except RateLimitedError as error:
+        return _rate_limited(request, error)
+    email_confirmation_resend(email=email)
+    request.session[SESSION_EMAIL] = email
+    messages.success(request, f"We sent the email to {email} again.")
+    return redirect("signup_done")
+
+
+def _confirm_and_log_in(request: HttpRequest, user: User) -> HttpResponse:
+    user_email_confirm(user=user)
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    request.session.pop(SESSION_PENDING, None)
+    request.session.pop(SESSION_EMAIL, None)
+    messages.success(request, f"Thank you: {user.email} is confirmed. Welcome to Tasklift.")
+    return redirect("home")
+
+
+@login_throttled  # the password asked below is counted like a login's (the form names the account "username")
+@require_http_methods(["GET", "POST"])
+def signup_confirm(request: HttpRequest, token: str) -> HttpResponse:
+    """The link of the confirmation email. Opened in the browser that signed up (or by the signed-in account
+    itself) it confirms and logs in; elsewhere it asks for the account's password first, so that a person who
+    clicks the link of a sign-up someone else made with their address does not confirm an account whose
+    password that someone knows."""
+    try:
+        user = verification_link_user(token=token)
+    except VerificationLinkExpired as error:
+        context = {"message": error.message, "form": EmailForm(initial={"email": error.email})}
+        return render(request, "accounts/confirm_invalid.html", context, status=400)
+    except VerificationLinkInvalid as error:
+        context = {"message": error.message, "form": EmailForm()}
+        return render(request, "accounts/confirm_invalid.html", context, status=400)
+    if user.email_verified:
+        messages.info(request, f"{user.email} is already confirmed.")
+        return redirect("home" if request.user.pk == user.pk else "login")
+    if request.session.get(SESSION_PENDING) == user.pk or request.user.pk == user.pk:
+        return _confirm_and_log_in(request, user)
+    form = ConfirmPasswordForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        if user.check_password(form.cleaned_data["password"]):
+            return _confirm_and_log_in(request, user)
+        form.add_error("password", "That is not the password of this account. Forgot it? Set a new one below.")
+    context = {"form": form, "email": user.email}
+    return render(request, "accounts/confirm.html", context, status=400 if form.errors else 200)
+
+
+# Log in and password reset ------------------------------------------------------------------------
 
 
 class TaskliftLoginView(LoginView):
@@ -48,6 +178,54 @@ class TaskliftLoginView(LoginView):
         response = super().form_invalid(form)
         response.status_code = 400
         return response
+
+
+class TaskliftPasswordResetView(PasswordResetView):
+    """Asks for an address and answers "check your inbox" whether or not it has an account (Django's own
+    behaviour); rate-limited like sign-up. The email's link goes to SITE_URL, never to the request's Host."""
+
+    form_class = ResetRequestForm
+    template_name = "registration/password_reset_form.html"
+    email_template_name = "registration/password_reset_email.txt"
+    subject_template_name = "registration/password_reset_subject.txt"
+
+    def form_valid(self, form: ResetRequestForm) -> HttpResponse:  # type: ignore[override]
+        try:
+            account_rate_check(request=self.request, action="password-reset", recipient=form.cleaned_data["email"])
+        except RateLimitedError as error:
+            return _rate_limited(self.request, error)
+        self.extra_email_context = {
+            "site_url": settings.SITE_URL,
+            "timeout_minutes": settings.PASSWORD_RESET_TIMEOUT // 60,
+        }
+        return super().form_valid(form)
+
+    def form_invalid(self, form: ResetRequestForm) -> HttpResponse:  # type: ignore[override]
+        response = super().form_invalid(form)
+        response.status_code = 400
+        return response
+
+
+class TaskliftPasswordResetConfirmView(PasswordResetConfirmView):
+    """The link of the reset email. It works while logging in is refused for too many failed attempts; setting
+    the password confirms the address and forgets those failures (user_password_reset_done)."""
+
+    template_name = "registration/password_reset_confirm.html"
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        user_password_reset_done(user=form.user)
+        return response
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        response = super().form_invalid(form)
+        response.status_code = 400
+        return response
+
+    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
+        if not context.get("validlink"):
+            kwargs["status"] = 400  # an expired, used or mangled link
+        return super().render_to_response(context, **kwargs)
 
 
 @login_required

@@ -81,6 +81,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # the Content-Security-Policy below
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -170,8 +171,10 @@ if GOOGLE_SIMULATED:
     GOOGLE_TOKEN_URI = f"{SANDBOX_URL}/google/token"
     GOOGLE_REVOKE_URI = f"{SANDBOX_URL}/google/revoke"
     GMAIL_API_ENDPOINT = SANDBOX_URL
-    # oauthlib refuses plain http; the sandbox is plain http on loopback.
-    os.environ.setdefault("OAUTHLIB_INSECURE_TRANSPORT", "1")
+    if not PRODUCTION:
+        # oauthlib refuses plain http; the development sandbox is plain http on loopback. Never in production
+        # (see "Production and the sandbox" below).
+        os.environ.setdefault("OAUTHLIB_INSECURE_TRANSPORT", "1")
 else:
     GOOGLE_AUTH_URI = "https://accounts.google.com/o/oauth2/auth"
     GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
@@ -215,6 +218,41 @@ GEMINI_TIMEOUT_S = env_int("GEMINI_TIMEOUT_S", 60, minimum=1)
 GEMINI_MAX_ATTEMPTS = env_int("GEMINI_MAX_ATTEMPTS", 4, minimum=1)
 GEMINI_RETRY_INITIAL_DELAY_S = float(env_str("GEMINI_RETRY_INITIAL_DELAY_S", "1.0"))
 GEMINI_MAX_RETRY_WAIT_S = env_int("GEMINI_MAX_RETRY_WAIT_S", 60, minimum=0)
+
+# Production and the sandbox ----------------------------------------------------------------------
+# A production deployment reads real mailboxes: it refuses to run any service against the sandbox unless
+# TASKLIFT_DEMO=true says it is a demo, and it never lets oauthlib accept plain http.
+TASKLIFT_DEMO = env_bool("TASKLIFT_DEMO", default=False)
+if PRODUCTION:
+    _simulated = [
+        f"{service} ({variable} is not set)"
+        for service, variable, simulated in (
+            ("Google sign-in and Gmail", "GOOGLE_CLIENT_ID", GOOGLE_SIMULATED),
+            ("Microsoft sign-in and Outlook", "MICROSOFT_CLIENT_ID", MICROSOFT_SIMULATED),
+            ("Gemini", "GEMINI_API_KEY", GEMINI_SIMULATED),
+        )
+        if simulated
+    ]
+    if _simulated and not TASKLIFT_DEMO:
+        raise ImproperlyConfigured(
+            f"Production mode would run {', '.join(_simulated)} against the local sandbox. Configure the real "
+            "credentials, or set TASKLIFT_DEMO=true if this deployment is a demo on simulated services."
+        )
+    for _id, _secret in (
+        ("GOOGLE_CLIENT_ID", "GOOGLE_CLIENT_SECRET"),
+        ("MICROSOFT_CLIENT_ID", "MICROSOFT_CLIENT_SECRET"),
+    ):
+        if env_str(_id) and not env_str(_secret):
+            raise ImproperlyConfigured(f"{_id} is set but {_secret} is not: production mode needs both.")
+    if os.environ.get("OAUTHLIB_INSECURE_TRANSPORT"):
+        raise ImproperlyConfigured(
+            "OAUTHLIB_INSECURE_TRANSPORT must not be set in production: OAuth codes and tokens travel over https only."
+        )
+    if GOOGLE_SIMULATED and not SANDBOX_URL.startswith("https://"):
+        raise ImproperlyConfigured(
+            "A production demo serves the sandbox over https: set SANDBOX_URL to an https:// address "
+            "(OAuth over plain http is refused in production)."
+        )
 
 # Auth and i18n ------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -275,10 +313,59 @@ API_DOCS = env_str("API_DOCS", "staff" if PRODUCTION else "public")
 if API_DOCS not in ("public", "staff", "off"):
     raise ImproperlyConfigured("API_DOCS must be 'public', 'staff' or 'off'.")
 
+# Content-Security-Policy (django-csp) --------------------------------------------------------------
+# Everything from our own origin; no inline script or style, no eval (htmx runs with allowEval off and its
+# indicator style off, templates/base.html; the API docs start Swagger UI from static/js/api-docs.js). The
+# one exception is data: images, Swagger UI's icons. form-action stays open: Chrome checks it on every
+# redirect of a form's navigation, and the Connect buttons lead through Google's and Microsoft's sign-in
+# pages, whose redirects are theirs to change. Violations are reported to /csp-report/ (config/csp.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "report-uri": "/csp-report/",
+    }
+}
+CSP_REPORT_MAX_BYTES = env_int("CSP_REPORT_MAX_BYTES", 16_384, minimum=1024)
+CSP_REPORTS_PER_MINUTE = env_int("CSP_REPORTS_PER_MINUTE", 60, minimum=1)
+
 # Login: failed attempts allowed per account and per client address within the window (accounts/throttle.py).
 LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 10, minimum=1)
 LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)
 LOGIN_FAILURE_WINDOW_MINUTES = env_int("LOGIN_FAILURE_WINDOW_MINUTES", 15, minimum=1)
+
+# Email: SMTP when EMAIL_HOST is set (required in production); in development each message is written to a
+# file under .local/mail/ instead of being sent (the test run uses Django's in-memory outbox).
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Tasklift <no-reply@tasklift.localhost>")
+SERVER_EMAIL = env_str("SERVER_EMAIL") or DEFAULT_FROM_EMAIL
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", default=EMAIL_PORT == 465)  # TLS from the start (port 465)
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=not EMAIL_USE_SSL)  # STARTTLS (port 587)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_S", 10, minimum=1)
+EMAIL_FILE_PATH = LOCAL_DIR / "mail"
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL cannot both be true.")
+if EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+elif PRODUCTION:
+    raise ImproperlyConfigured("Production mode needs EMAIL_HOST (and its settings) to send sign-up and reset emails.")
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+
+# Sign-up, email confirmation and password reset (accounts/ratelimit.py, accounts/verification.py). Requests from
+# one client address are counted per kind (sign-up, new confirmation link, password reset); emails to one
+# recipient are counted together, so that nobody can fill someone else's inbox through Tasklift.
+ACCOUNT_REQUESTS_PER_ADDRESS = env_int("ACCOUNT_REQUESTS_PER_ADDRESS", 10, minimum=1)
+ACCOUNT_EMAILS_PER_RECIPIENT = env_int("ACCOUNT_EMAILS_PER_RECIPIENT", 5, minimum=1)
+ACCOUNT_RATE_WINDOW_MINUTES = env_int("ACCOUNT_RATE_WINDOW_MINUTES", 60, minimum=1)
+EMAIL_VERIFICATION_MAX_AGE_HOURS = env_int("EMAIL_VERIFICATION_MAX_AGE_HOURS", 48, minimum=1)
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT_MINUTES", 60, minimum=5) * 60  # Django's is 3 days
 
 # Extraction ---------------------------------------------------------------------------------------
 EXTRACTION_RUNS_PER_MINUTE = env_int("EXTRACTION_RUNS_PER_MINUTE", 6, minimum=1)

@@ -5,6 +5,7 @@ from django.urls import path, re_path
 from accounts import views as account_views
 from accounts.throttle import login_throttled
 from config.api import api, api_not_found
+from config.csp import csp_report
 from config.health import healthz
 from extraction import views as extraction_views
 from integrations import views as integration_views
@@ -38,9 +39,29 @@ urlpatterns = [
     path("webhooks/outlook", webhooks.outlook_notify, name="webhook_outlook"),
     path("webhooks/outlook/lifecycle", webhooks.outlook_lifecycle, name="webhook_outlook_lifecycle"),
     path("signup/", account_views.signup, name="signup"),
+    path("signup/check-your-inbox/", account_views.signup_done, name="signup_done"),
+    path("signup/resend/", account_views.signup_resend, name="signup_resend"),
+    path("signup/confirm/<str:token>/", account_views.signup_confirm, name="signup_confirm"),
+    path("password-reset/", account_views.TaskliftPasswordResetView.as_view(), name="password_reset"),
+    path(
+        "password-reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(template_name="registration/password_reset_done.html"),
+        name="password_reset_done",
+    ),
+    path(
+        "password-reset/<uidb64>/<token>/",
+        account_views.TaskliftPasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "password-reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(template_name="registration/password_reset_complete.html"),
+        name="password_reset_complete",
+    ),
     path("login/", login_throttled(account_views.TaskliftLoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
+    path("csp-report/", csp_report, name="csp_report"),
     path("admin/login/", login_throttled(admin.site.login)),  # before the admin's own routes
     path("admin/", admin.site.urls),
     path("api/", api.urls),

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.selectors import consent_current
+from accounts.verification import email_verified_required
 from config.errors import ApplicationError
 from config.http import request_user
 from extraction.selectors import MailboxStatus, mailbox_status_list, quarantined_list, run_latest
@@ -104,6 +105,7 @@ def mailboxes(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@email_verified_required
 @require_POST
 def google_connect(request: HttpRequest) -> HttpResponse:
     url = GoogleOAuthFlow(request.session).get_authorization_url(login_hint=request.POST.get("login_hint", ""))
@@ -111,6 +113,7 @@ def google_connect(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@email_verified_required
 @require_GET
 def google_callback(request: HttpRequest) -> HttpResponse:
     try:
@@ -162,6 +165,7 @@ def replay_quarantined(request: HttpRequest, integration_id: int) -> HttpRespons
 
 
 @login_required
+@email_verified_required
 @require_POST
 def microsoft_connect(request: HttpRequest) -> HttpResponse:
     try:
@@ -173,6 +177,7 @@ def microsoft_connect(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@email_verified_required
 @require_GET
 def microsoft_callback(request: HttpRequest) -> HttpResponse:
     try:

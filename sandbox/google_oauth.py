@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, Response, redirect, request
+from pydantic import BaseModel, ConfigDict, Field
 from werkzeug.wrappers import Response as BaseResponse
 
 from sandbox import oauth
@@ -58,6 +59,12 @@ OAuthData = oauth.TokenStore[AuthCode, AccessToken]
 
 def _data(state: SandboxState) -> OAuthData:
     return oauth.token_store(state, STORE)
+
+
+def _next_grants(state: SandboxState) -> dict[str, str]:
+    """Scope sets the next consent of an address grants instead of the requested one; call with the lock held."""
+    grants: dict[str, str] = state.data.setdefault(f"{STORE}:next_grant", {})
+    return grants
 
 
 # Token store (used by the Gmail API and the control routes) ----------------------------------------
@@ -176,16 +183,17 @@ def authorize() -> BaseResponse | str:
     address = oauth.consented_address()
     code = f"4/sbx-{secrets.token_urlsafe(32)}"
     with st.lock:
+        scope = _next_grants(st).pop(address, params["scope"])
         _data(st).codes[code] = AuthCode(
             client_id=params["client_id"],
             redirect_uri=params["redirect_uri"],
             code_challenge=params["code_challenge"],
             address=address,
-            scope=params["scope"],
+            scope=scope,
             offline=params["access_type"] == "offline",
             expires_at=time.time() + CODE_LIFETIME_S,
         )
-    values = {"state": params["state"], "code": code, "scope": params["scope"]}
+    values = {"state": params["state"], "code": code, "scope": scope}
     return redirect(oauth.with_query(params["redirect_uri"], values))
 
 
@@ -301,3 +309,25 @@ def control_revoke_tokens() -> Response:
     if not token_revoke(st, token_value):
         raise ControlError("unknown_token", "token: no such token (or already revoked)", 404)
     return json_response({"revoked": 1})
+
+
+class NextGrantIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=oauth.ADDRESS.pattern)
+    scope: str = Field(min_length=1)
+
+
+@control_route("/google/next-grant", methods=["POST"])
+def control_next_grant() -> Response:
+    """The next consent of `address` grants exactly `scope`, whatever the app asked for: as when the person
+    unticks a permission on Google's granular consent screen, or Google adds scopes the account granted the
+    app before. The redirect and the code exchange then answer with that scope set."""
+    spec = parse_body(NextGrantIn)
+    unknown = [s for s in spec.scope.split() if s not in KNOWN_SCOPES]
+    if unknown:
+        raise ControlError("invalid_field", f"scope: unknown scopes {unknown}")
+    st = sandbox_state()
+    with st.lock:
+        _next_grants(st)[spec.address.lower()] = spec.scope
+    return json_response({"address": spec.address.lower(), "scope": spec.scope}, 201)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, Response, current_app, redirect, render_template, request
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from werkzeug.wrappers import Response as BaseResponse
 
 from sandbox import oauth
@@ -77,6 +77,7 @@ def http_base_url() -> str:
 @dataclass
 class AuthCode(oauth.AuthCode):
     nonce: str  # comes back in the id_token
+    granted: str = ""  # the scope set the consent granted, when it is not the one the token request names
 
 
 IdentityData = oauth.TokenStore[AuthCode, AccessToken]
@@ -84,6 +85,12 @@ IdentityData = oauth.TokenStore[AuthCode, AccessToken]
 
 def _data(state: SandboxState) -> IdentityData:
     return oauth.token_store(state, STORE)
+
+
+def _next_grants(state: SandboxState) -> dict[str, str]:
+    """Scope sets the next consent of an address grants instead of the requested one; call with the lock held."""
+    grants: dict[str, str] = state.data.setdefault(f"{STORE}:next_grant", {})
+    return grants
 
 
 def access_token_lookup(state: SandboxState, token: str) -> tuple[str | None, str]:
@@ -270,6 +277,7 @@ def authorize(tenant: str) -> BaseResponse | str:
             scope=params["scope"],
             address=address,
             expires_at=time.time() + CODE_LIFETIME_S,
+            granted=_next_grants(st).pop(address, ""),
         )
     values = {"code": code}
     if params["client_info"] == "1":
@@ -345,7 +353,7 @@ def _exchange_code(client_id: str) -> Response:
             return _aad_error(
                 "invalid_grant", 501481, "The Code_Verifier does not match the code_challenge supplied in the request."
             )
-    scope = request.form.get("scope", "") or code.scope
+    scope = code.granted or request.form.get("scope", "") or code.scope
     answer = tokens_issue(st, address=code.address, client_id=client_id, scope=scope, nonce=code.nonce or None)
     return json_response(answer)
 
@@ -415,3 +423,23 @@ def control_microsoft_revoke_tokens() -> Response:
     if (spec.access_token or spec.refresh_token) and not revoked:
         raise ControlError("unknown_token", "token: no such token (or already revoked)", 404)
     return json_response({"revoked": revoked})
+
+
+class NextGrantIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    address: str = Field(pattern=oauth.ADDRESS.pattern)
+    scope: str = Field(min_length=1)
+
+
+@control_route("/microsoft/next-grant", methods=["POST"])
+def control_microsoft_next_grant() -> Response:
+    """The next consent of `address` grants exactly `scope` (give the reserved openid, profile and
+    offline_access too), whatever the app asked for: AAD's token response lists every permission the account
+    consented to for the resource, so one consented earlier, or by an admin for the whole tenant (say
+    Mail.ReadWrite, Mail.Send), comes along. The code exchange then answers with that scope set."""
+    spec = parse_body(NextGrantIn)
+    st = sandbox_state()
+    with st.lock:
+        _next_grants(st)[spec.address.lower()] = spec.scope
+    return json_response({"address": spec.address.lower(), "scope": spec.scope}, 201)

@@ -1,4 +1,5 @@
 import factory
+from django.utils import timezone
 
 from accounts.models import User
 from integrations.models import Integration
@@ -11,6 +12,7 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
 
     email = factory.Sequence(lambda n: f"person{n}@example.com")
     name = factory.Faker("name")
+    email_verified_at = factory.LazyFunction(timezone.now)  # confirmed, unless a test says otherwise
     password = factory.PostGenerationMethodCall("set_password", "correct-horse-battery")
 
     @factory.post_generation

@@ -9,7 +9,7 @@ from tests.factories import UserFactory
 pytestmark = pytest.mark.django_db
 
 
-def test_signup_creates_an_account_and_logs_in(client: Client) -> None:
+def test_signup_creates_an_account_that_logs_in_once_confirmed(client: Client, mailoutbox) -> None:
     response = client.post(
         "/signup/",
         {
@@ -22,6 +22,10 @@ def test_signup_creates_an_account_and_logs_in(client: Client) -> None:
     assert response.status_code == 302
     user = User.objects.get()
     assert user.email == "new@example.com"
+    assert client.get("/").status_code == 302  # to the login: the address is not confirmed yet
+    link = re.search(r"/signup/confirm/\S+/", mailoutbox[0].body)
+    assert link is not None
+    client.get(link[0])
     assert client.get("/").status_code == 200
 
 
@@ -30,7 +34,7 @@ def test_signup_shows_field_errors(client: Client) -> None:
     response = client.post("/signup/", {"email": "taken@example.com", "password1": "short", "password2": "different"})
     assert response.status_code == 400
     body = response.content.decode()
-    assert "An account with this email address already exists" in body
+    assert "already exists" not in body  # sign-up never tells whether an address has an account
     assert "password fields didn" in body
     assert User.objects.count() == 1
 

@@ -22,11 +22,17 @@ def test_celery_is_reliable_by_default() -> None:
     assert app.conf.task_soft_time_limit == settings.CELERY_TASK_SOFT_TIME_LIMIT
 
 
-def _import_settings(**env: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **env}
+def _environment(**env: str) -> dict[str, str]:
+    """This process's environment for a child reading config.settings, without what the test settings added
+    for the development sandbox (OAUTHLIB_INSECURE_TRANSPORT), plus `env`."""
+    inherited = {k: v for k, v in os.environ.items() if k != "OAUTHLIB_INSECURE_TRANSPORT"}
+    return {**inherited, "DJANGO_SETTINGS_MODULE": "config.settings", **env}
+
+
+def _import_settings(script: str = "", **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        env=environment,
+        [sys.executable, "-c", f"import django; django.setup(); {script}"],
+        env=_environment(**env),
         capture_output=True,
         text=True,
         timeout=60,
@@ -60,6 +66,16 @@ def test_a_malformed_number_setting_is_a_clear_error() -> None:
     assert "GEMINI_TIMEOUT_S must be a whole number" in result.stderr
 
 
+# Credentials of the real services (never called by these tests): production refuses the sandbox.
+REAL_SERVICES = {
+    "GOOGLE_CLIENT_ID": "1234-tasklift.apps.googleusercontent.com",
+    "GOOGLE_CLIENT_SECRET": "GOCSPX-not-a-real-secret",
+    "MICROSOFT_CLIENT_ID": "00000000-0000-0000-0000-000000000000",
+    "MICROSOFT_CLIENT_SECRET": "not-a-real-secret",
+    "GEMINI_API_KEY": "not-a-real-key",
+}
+
+
 def _production(**env: str) -> dict[str, str]:
     from cryptography.fernet import Fernet
 
@@ -68,6 +84,8 @@ def _production(**env: str) -> dict[str, str]:
         "SECRET_KEY": secrets.token_urlsafe(60),
         "TASKLIFT_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
         "DEBUG": "false",
+        **REAL_SERVICES,
+        "EMAIL_HOST": "smtp.example.com",
         **env,
     }
 
@@ -79,10 +97,9 @@ def test_production_refuses_debug() -> None:
 
 
 def test_check_deploy_is_clean_at_warning_level_in_production() -> None:
-    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **_production()}
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        env=environment,
+        env=_environment(**_production()),
         capture_output=True,
         text=True,
         timeout=120,
@@ -98,9 +115,63 @@ def test_api_docs_are_for_staff_only_in_production() -> None:
         "setup_test_environment(); c = Client(HTTP_X_FORWARDED_PROTO='https');"
         "print(c.get('/api/docs').status_code, c.get('/api/openapi.json').status_code)"
     )
-    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **_production()}
     result = subprocess.run(
-        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", script],
+        env=_environment(**_production()),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["302", "302"]  # to the admin login: an anonymous caller sees neither
+
+
+def test_production_refuses_the_sandbox_unless_the_deployment_is_a_demo() -> None:
+    for missing in ("GOOGLE_CLIENT_ID", "MICROSOFT_CLIENT_ID", "GEMINI_API_KEY"):
+        result = _import_settings(**_production(**{missing: ""}))
+        assert result.returncode != 0, missing
+        assert "against the local sandbox" in result.stderr and "TASKLIFT_DEMO=true" in result.stderr, missing
+
+    result = _import_settings(**_production(GOOGLE_CLIENT_ID="", MICROSOFT_CLIENT_ID="", GEMINI_API_KEY=""))
+    assert "Google sign-in and Gmail (GOOGLE_CLIENT_ID is not set)" in result.stderr
+    assert "Microsoft sign-in and Outlook (MICROSOFT_CLIENT_ID is not set)" in result.stderr
+    assert "Gemini (GEMINI_API_KEY is not set)" in result.stderr
+
+
+def test_a_production_demo_runs_on_the_sandbox_without_insecure_oauth_transport() -> None:
+    demo = _production(
+        TASKLIFT_DEMO="true", SANDBOX_URL="https://sandbox.demo.example", **dict.fromkeys(REAL_SERVICES, "")
+    )
+    script = (
+        "import os; from django.conf import settings;"
+        "print(settings.GOOGLE_SIMULATED, settings.MICROSOFT_SIMULATED, settings.GEMINI_SIMULATED,"
+        " os.environ.get('OAUTHLIB_INSECURE_TRANSPORT'))"
+    )
+    result = _import_settings(script, **demo)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["True", "True", "True", "None"]
+
+    plain_http = _import_settings(**{**demo, "SANDBOX_URL": "http://127.0.0.1:8765"})
+    assert plain_http.returncode != 0
+    assert "set SANDBOX_URL to an https:// address" in plain_http.stderr
+
+
+def test_production_refuses_oauthlib_insecure_transport() -> None:
+    result = _import_settings(**_production(OAUTHLIB_INSECURE_TRANSPORT="1"))
+    assert result.returncode != 0
+    assert "OAUTHLIB_INSECURE_TRANSPORT must not be set in production" in result.stderr
+
+
+def test_production_refuses_a_client_id_without_its_secret() -> None:
+    result = _import_settings(**_production(MICROSOFT_CLIENT_SECRET=""))
+    assert result.returncode != 0
+    assert "MICROSOFT_CLIENT_ID is set but MICROSOFT_CLIENT_SECRET is not" in result.stderr
+
+
+def test_development_on_the_sandbox_lets_oauthlib_use_plain_http_loopback() -> None:
+    """`make run`: development mode, every service simulated, the sandbox on plain http."""
+    script = "import os; print(os.environ.get('OAUTHLIB_INSECURE_TRANSPORT'))"
+    result = _import_settings(script, TASKLIFT_MODE="development")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["1"]

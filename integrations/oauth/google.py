@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import requests
@@ -12,7 +13,10 @@ from google_auth_oauthlib.flow import Flow
 
 from config.errors import ApplicationError
 
+logger = logging.getLogger(__name__)
+
 SESSION_KEY = "google_oauth"
+GOOGLE_SCOPE_PREFIX = "https://www.googleapis.com/auth/"
 
 
 class OAuthError(ApplicationError):
@@ -66,17 +70,46 @@ class GoogleOAuthFlow:
         flow.code_verifier = saved["code_verifier"]
         try:
             flow.fetch_token(code=params["code"])
+        except Warning as changed:
+            # oauthlib raises a Warning ("Scope has changed ...") when the grant's scope set is not the one we
+            # asked for (unless OAUTHLIB_RELAX_TOKEN_SCOPE is set; then the check below refuses it). The tokens
+            # it carries are a grant all the same: give it back.
+            new_scope = getattr(changed, "new_scope", None)
+            if new_scope is None:
+                raise OAuthError(
+                    "Google refused the sign-in. Try connecting Gmail again.", code="oauth_token_refused"
+                ) from changed
+            raise _refuse_grant(granted=list(new_scope), token=dict(getattr(changed, "token", {}))) from None
         except Exception as exc:  # oauthlib raises many types; none must reach the person as a 500
             raise OAuthError(
                 "Google refused the sign-in. Try connecting Gmail again.", code="oauth_token_refused"
             ) from exc
         credentials: Credentials = flow.credentials
-        granted = set(credentials.granted_scopes or credentials.scopes or [])
-        if not granted >= set(settings.GMAIL_SCOPES):
-            raise OAuthError(
-                "Tasklift needs read-only access to Gmail; that permission was not granted.", code="oauth_scope"
-            )
+        granted = list(credentials.granted_scopes or credentials.scopes or [])
+        if set(granted) != set(settings.GMAIL_SCOPES):
+            token = {"access_token": credentials.token, "refresh_token": credentials.refresh_token}
+            raise _refuse_grant(granted=granted, token=token)
         return credentials
+
+
+def _refuse_grant(*, granted: list[str], token: dict[str, Any]) -> OAuthError:
+    """A grant whose scopes are not exactly ours (more, fewer or others): revoke it at Google and say why."""
+    names = ", ".join(sorted(scope.removeprefix(GOOGLE_SCOPE_PREFIX) for scope in granted)) or "no permission"
+    revoked = google_revoke(str(token.get("refresh_token") or token.get("access_token") or ""))
+    logger.warning("google grant refused: scopes %s, not %s; revoked: %s", granted, settings.GMAIL_SCOPES, revoked)
+    if revoked:
+        fix = "Tasklift refused the sign-in and gave that access back to Google. Connect again and allow only that."
+    else:
+        fix = (
+            "Tasklift refused the sign-in but could not give that access back to Google just now: remove Tasklift "
+            "at myaccount.google.com/permissions, then connect again and allow only that."
+        )
+    return OAuthError(
+        f"Gmail was not connected: Google granted Tasklift {names} instead of the one permission it asks for, "
+        f"read-only access to Gmail (gmail.readonly). {fix}",
+        code="oauth_scope",
+        extra={"granted": sorted(granted), "revoked": revoked},
+    )
 
 
 def google_revoke(token: str) -> bool:

@@ -22,6 +22,8 @@ SESSION_KEY = "microsoft_oauth"
 # Errors of a refresh that only the person can fix, by signing in again. (invalid_client and the like are
 # the operator's to fix, e.g. an expired client secret: they must not send every person to reconnect.)
 REAUTH_ERRORS = {"invalid_grant", "interaction_required", "consent_required"}
+# Scopes MSAL adds to every sign-in (and "email"): about the sign-in itself, not permissions on Graph.
+SIGN_IN_SCOPES = {"openid", "profile", "offline_access", "email"}
 
 
 def redirect_uri() -> str:
@@ -92,13 +94,47 @@ class MicrosoftOAuthFlow:
             ) from exc
         if "access_token" not in result:
             raise OAuthError("Microsoft refused the sign-in. Try connecting Outlook again.", code="oauth_token_refused")
-        granted = {s.rsplit("/", 1)[-1].lower() for s in str(result.get("scope", "")).split()}
-        if "mail.read" not in granted:
-            raise OAuthError("Tasklift needs read access to your mail; it was not granted.", code="oauth_scope")
+        _check_granted_scopes(str(result.get("scope", "")))
         accounts = app.get_accounts()
         if not accounts:
             raise OAuthError("Microsoft did not say which account signed in. Try again.", code="oauth_no_account")
         return cache.serialize(), str(accounts[0]["home_account_id"]), str(result["access_token"])
+
+
+def _check_granted_scopes(scope: str) -> None:
+    """Refuse a grant whose resource scopes are not exactly ours, and say why.
+
+    AAD's token response lists every permission the account has consented to for Graph, so one consented
+    earlier or by an administrator for the whole organisation (Mail.ReadWrite, Mail.Send) comes along with
+    ours; Tasklift keeps no token that could do more than read mail. MSAL's own openid, profile and
+    offline_access (and email) are sign-in scopes, not Graph permissions, and are left out of the comparison.
+    Microsoft offers an app no way to revoke a delegated grant: the tokens are dropped, never stored.
+    """
+    # lower-case name -> the name as written ("https://graph.microsoft.com/Mail.Read" -> "Mail.Read")
+    granted: dict[str, str] = {}
+    for item in scope.split():
+        name = item.rsplit("/", 1)[-1]
+        if name.lower() not in SIGN_IN_SCOPES:
+            granted[name.lower()] = name
+    wanted = {name.lower(): name for name in settings.MICROSOFT_SCOPES}
+    extra = sorted(name for key, name in granted.items() if key not in wanted)
+    missing = sorted(name for key, name in wanted.items() if key not in granted)
+    if not extra and not missing:
+        return
+    logger.warning("microsoft grant refused: scopes %s, not %s", sorted(granted.values()), sorted(wanted.values()))
+    if extra:
+        message = (
+            f"Outlook was not connected: Microsoft granted Tasklift more than it asks for ({', '.join(extra)}), "
+            f"and Tasklift only reads mail ({', '.join(sorted(wanted.values()))}), so it refused the sign-in and kept "
+            "nothing. Remove Tasklift at account.microsoft.com (Privacy, Apps and services), or for a work account "
+            "ask your administrator to grant it only those permissions, then connect again."
+        )
+    else:
+        message = (
+            f"Outlook was not connected: Tasklift needs {', '.join(sorted(wanted.values()))}, and Microsoft did not "
+            f"grant {', '.join(missing)}. Connect again and accept every permission asked for."
+        )
+    raise OAuthError(message, code="oauth_scope", extra={"granted": sorted(granted.values()), "extra": extra})
 
 
 class MicrosoftTokenSource:

@@ -56,17 +56,55 @@ def _django_orm_beside_playwright(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
+# Every page of every context reports what the Content-Security-Policy blocked (the policy is on in the live
+# server as in production); `chromium()` fails the test when anything was.
+CSP_WATCH_JS = """document.addEventListener("securitypolicyviolation", (event) => {
+  window.__taskliftCspViolation(
+    `${event.effectiveDirective} blocked ${event.blockedURI || "inline"} on ${event.documentURI} ` +
+    `(${event.sourceFile || "?"}:${event.lineNumber})`
+  );
+});"""
+
+
+def watch_csp(browser: Any) -> list[str]:
+    """The list every context of `browser` made from now on (`browser.new_context`, which `new_page` uses)
+    fills with the Content-Security-Policy violations of its pages; also kept as `browser.csp_violations`."""
+    violations: list[str] = []
+    new_context = browser.new_context
+
+    def seen(violation: str) -> None:
+        violations.append(violation)
+
+    def new_watched_context(*args: Any, **kwargs: Any) -> Any:
+        context = new_context(*args, **kwargs)
+        context.expose_function("__taskliftCspViolation", seen)
+        context.add_init_script(CSP_WATCH_JS)
+        return context
+
+    browser.new_context = new_watched_context
+    browser.csp_violations = violations
+    return violations
+
+
 @contextmanager
 def chromium() -> Iterator[Any]:
-    """Debian's Chromium driven by Playwright, closed afterwards; the test is skipped when it is missing."""
+    """Debian's Chromium driven by Playwright, closed afterwards; the test is skipped when it is missing.
+
+    The test fails if any page it opened broke the Content-Security-Policy (`watch_csp`).
+    """
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (`make browser`) to run the browser tests")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        violations = watch_csp(browser)
         try:
             yield browser
+            for context in browser.contexts:  # reports still on their way arrive while Playwright waits
+                for page in context.pages:
+                    page.wait_for_timeout(100)
+            assert violations == [], f"Content-Security-Policy violations: {violations}"
         finally:
             browser.close()
 
@@ -151,6 +189,24 @@ def log_in_and_consent(page: Any, live_site: str) -> None:
     expect(page).to_have_url(f"{live_site}/")
     expect(page.locator(".messages")).to_contain_text("Tasklift may now send your new email to Gemini")
     expect(page.locator("#consent-needed")).to_have_count(0)
+
+
+def confirm_signup(page: Any, live_site: str, address: str) -> None:
+    """After "Sign up": the "check your inbox" page, then the confirmation link of the email, opened in the same
+    browser, which confirms the address and logs in. The live server runs in this process, so the email is in
+    Django's in-memory outbox."""
+    from django.core import mail
+    from playwright.sync_api import expect
+
+    expect(page).to_have_url(f"{live_site}/signup/check-your-inbox/")
+    expect(page.locator("#check-inbox")).to_contain_text(address)
+    [message] = [m for m in mail.outbox if m.to == [address]]
+    link = re.search(r"https?://\S+/signup/confirm/\S+/", str(message.body))
+    assert link is not None, message.body
+    assert link[0].startswith(f"{live_site}/"), link[0]  # SITE_URL
+    page.goto(link[0])
+    expect(page).to_have_url(f"{live_site}/")
+    expect(page.locator(".messages")).to_contain_text(f"{address} is confirmed")
 
 
 def expect_mailbox_active(page: Any, provider: str) -> None:

@@ -1,10 +1,10 @@
 """A person's whole day with Tasklift in Chromium, as the issue's must-show lists it.
 
-Sign up (the time zone comes from the browser) → AI consent → connect the demo Gmail and Outlook mailboxes of
-that address (the same 43 emails in both) → Extract now → 30 tasks, not 60, each with both mailbox badges →
-edit a title and a due date → Done + Undo → Dismiss → the Done view → search → a run started through the API
-with a personal access token shows its new task in the open page without a reload → the session ends
-elsewhere and Done lands on the login page → the token lists the tasks, and no token is a 401.
+Sign up (the time zone comes from the browser) → the email's confirmation link → AI consent → connect the demo Gmail and
+Outlook mailboxes of that address (the same 43 emails in both) → Extract now → 30 tasks, not 60, each with both mailbox
+badges → edit a title and a due date → Done + Undo → Dismiss → the Done view → search → a run started through the API
+with a personal access token shows its new task in the open page without a reload → the session ends elsewhere and Done
+lands on the login page → the token lists the tasks, and no token is a 401.
 
 Each state is photographed at 1280 px and at 390 px under test-artifacts/journey/, and every page is checked
 not to be wider than a 390 px phone.
@@ -42,6 +42,7 @@ from tests.e2e.conftest import (
     ROWS_JS,
     RUN_TIMEOUT_MS,
     chromium,
+    confirm_signup,
     press_extract_now,
     watch_errors,
 )
@@ -53,7 +54,18 @@ PHONE: ViewportSize = {"width": 390, "height": 844}
 TIME_ZONE = "Pacific/Auckland"
 ADDRESS = "journey@tasklift.test"
 PASSWORD = "a-long-journey-passphrase-7"
-PHONE_PAGES = ["/", "/?status=done", "/mailboxes/", "/settings/", "/consent/", "/login/", "/signup/", "/api/docs"]
+PHONE_PAGES = [
+    "/",
+    "/?status=done",
+    "/mailboxes/",
+    "/settings/",
+    "/consent/",
+    "/login/",
+    "/signup/",
+    "/signup/check-your-inbox/",
+    "/password-reset/",
+    "/api/docs",
+]
 LIVE_WITHIN_MS = 15_000  # the open list polls every 4 s; the run itself takes a moment in the worker
 
 # The tasks the journey acts on, by the subject of their email (each yields exactly one task).
@@ -204,7 +216,7 @@ def test_daily_journey(
     expect(page.locator("input[name=timezone]")).to_have_value(TIME_ZONE)
     snap(page, "01-signup")
     page.get_by_role("button", name="Sign up").click()
-    expect(page).to_have_url(f"{live_site}/")
+    confirm_signup(page, live_site, ADDRESS)
     expect(page.locator(".topbar .who")).to_have_text(ADDRESS)
     user = User.objects.get(email=ADDRESS)
     assert user.timezone == TIME_ZONE
