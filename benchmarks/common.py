@@ -61,15 +61,25 @@ class Mail:
 
 
 def mail_mix(
-    count: int, tasks_ratio: float, seed: int, *, to: str, first_date: datetime, step: timedelta
+    count: int,
+    tasks_ratio: float,
+    seed: int,
+    *,
+    to: str,
+    first_date: datetime,
+    step: timedelta,
+    body_bytes: int = 0,
 ) -> list[Mail]:
     """`count` emails to `to`, dated `first_date`, then one `step` apart; each has asks with probability
-    `tasks_ratio` (then 1 to 3 of them). Same arguments, same mail."""
+    `tasks_ratio` (then 1 to 3 of them), and a body of at least `body_bytes` (more filler paragraphs).
+    Same arguments, same mail."""
     rng = random.Random(seed)
     mails = []
     for n in range(count):
         asks = rng.randint(1, len(ASKS)) if rng.random() < tasks_ratio else 0
         paragraphs = rng.sample(FILLER, rng.randint(1, 3))
+        while sum(len(p) + 1 for p in paragraphs) < body_bytes:
+            paragraphs.append(rng.choice(FILLER))
         lines = ["Hi,", "", *paragraphs, *(ask.format(n=n) for ask in ASKS[:asks]), "", "Thanks,", "Alex"]
         subject = f"Project {n}" if asks else f"Update {n}"
         date = first_date + n * step
@@ -338,9 +348,15 @@ def parse_args(doc: str | None) -> argparse.Namespace:
     parser.add_argument("--llm-latency-ms", type=int, default=0, help="sandbox Gemini latency per call (default 0)")
     parser.add_argument("--tasks-ratio", type=float, default=0.5, help="share of emails with asks (default 0.5)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the mail mix (default 1)")
+    parser.add_argument(
+        "--concurrency", type=int, default=None, help="Gemini calls in flight (default EXTRACTION_LLM_CONCURRENCY)"
+    )
+    parser.add_argument("--body-bytes", type=int, default=0, help="each body at least this long (default: as is)")
     args = parser.parse_args()
     if args.emails < 1 or not 0 <= args.tasks_ratio <= 1 or not 0 <= args.llm_latency_ms <= 120_000:
         parser.error("--emails must be >= 1, --tasks-ratio within 0..1, --llm-latency-ms within 0..120000")
+    if (args.concurrency is not None and args.concurrency < 1) or args.body_bytes < 0:
+        parser.error("--concurrency must be >= 1 and --body-bytes >= 0")
     return args
 
 
@@ -421,3 +437,33 @@ def timed_run(run: Any) -> TimedRun:
         run = pipeline.execute()
     wall = time.perf_counter() - started
     return TimedRun(pipeline, run, counter.count, wall, cpu_s() - cpu_started, rss_before, peak_rss_mb())
+
+
+def configure_run(args: argparse.Namespace) -> None:
+    """One run reads the whole mailbox (no slice), with `--concurrency` Gemini calls in flight if given."""
+    from django.conf import settings
+
+    if args.concurrency is not None:
+        settings.EXTRACTION_LLM_CONCURRENCY = args.concurrency
+    settings.EXTRACTION_RUN_MAX_EMAILS = max(args.emails, settings.EXTRACTION_RUN_MAX_EMAILS)
+    settings.EXTRACTION_RUN_SECONDS = 24 * 3600
+
+
+def concurrency_figures(
+    args: argparse.Namespace, *, wall: float, rss_before: float, rss_peak: float, checks: dict[str, bool]
+) -> dict[str, Any]:
+    """The figures of parallel calls and memory, and the check of the wall time against the latency: with
+    Gemini latency L and C calls in flight, a run of B batches takes at most 1.15 x (B / C) x L."""
+    from django.conf import settings
+
+    concurrency = settings.EXTRACTION_LLM_CONCURRENCY
+    batches = -(-args.emails // settings.EXTRACTION_BATCH_SIZE)
+    bound = 1.15 * (batches / concurrency) * args.llm_latency_ms / 1000
+    if args.llm_latency_ms >= 500:
+        checks[f"wall <= 1.15 x ({batches} batches / {concurrency}) x latency = {bound:.1f} s"] = wall <= bound
+    return {
+        "concurrency": concurrency,
+        "body_bytes": args.body_bytes,
+        "llm_wall_bound_s": round(bound, 2),
+        "rss_growth_mb": round(rss_peak - rss_before, 1),
+    }

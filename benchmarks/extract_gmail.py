@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.common import (
     Benchmark,
     SandboxProcess,
+    concurrency_figures,
+    configure_run,
     connect_sandbox_gmail,
     git_version,
     mail_mix,
@@ -60,7 +62,13 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     connect_sandbox_gmail(client, user, ADDRESS)
 
     mails = mail_mix(
-        args.emails, args.tasks_ratio, args.seed, to=ADDRESS, first_date=FIRST_DATE, step=timedelta(minutes=1)
+        args.emails,
+        args.tasks_ratio,
+        args.seed,
+        to=ADDRESS,
+        first_date=FIRST_DATE,
+        step=timedelta(minutes=1),
+        body_bytes=args.body_bytes,
     )
     started = time.perf_counter()
     for mail in mails:
@@ -76,6 +84,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     run = ExtractionRun.objects.create(user=user, trigger=ExtractionRun.Trigger.ADMIN)
 
     # The run ------------------------------------------------------------------------------------------
+    configure_run(args)
     measured = timed_run(run)
     pipeline, run, wall, cpu = measured.pipeline, measured.run, measured.wall, measured.cpu
     rss_before, rss_peak = measured.rss_before, measured.rss_peak
@@ -140,6 +149,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "git": git_version(),
+        **concurrency_figures(args, wall=wall, rss_before=rss_before, rss_peak=rss_peak, checks=checks),
         "checks_failed": [name for name, ok in checks.items() if not ok],
     }
 

@@ -43,6 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.common import (
     Benchmark,
     SandboxProcess,
+    concurrency_figures,
+    configure_run,
     git_version,
     mail_mix,
     main,
@@ -192,6 +194,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
         to=ADDRESS,
         first_date=first_date(window_start),
         step=timedelta(seconds=1),
+        body_bytes=args.body_bytes,
     )
     started = time.perf_counter()
     for mail in mails:
@@ -212,6 +215,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     run = ExtractionRun.objects.create(user=user, trigger=ExtractionRun.Trigger.ADMIN)
 
     # The run ------------------------------------------------------------------------------------------
+    configure_run(args)
     measured = timed_run(run)
     pipeline, run, wall, cpu = measured.pipeline, measured.run, measured.wall, measured.cpu
     rss_before, rss_peak = measured.rss_before, measured.rss_peak
@@ -290,6 +294,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "git": git_version(),
+        **concurrency_figures(args, wall=wall, rss_before=rss_before, rss_peak=rss_peak, checks=checks),
         "checks_failed": [name for name, ok in checks.items() if not ok],
     }
 

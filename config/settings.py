@@ -216,6 +216,9 @@ if GEMINI_SIMULATED:
 GEMINI_MODEL = env_str("GEMINI_MODEL", "gemini-2.5-flash")
 GEMINI_TIMEOUT_S = env_int("GEMINI_TIMEOUT_S", 60, minimum=1)
 GEMINI_MAX_ATTEMPTS = env_int("GEMINI_MAX_ATTEMPTS", 4, minimum=1)
+# The quota of GEMINI_MODEL shared by every worker (extraction/quota.py): 0 means no limit of that kind.
+GEMINI_REQUESTS_PER_MINUTE = env_int("GEMINI_REQUESTS_PER_MINUTE", 1000)
+GEMINI_TOKENS_PER_MINUTE = env_int("GEMINI_TOKENS_PER_MINUTE", 1_000_000)
 GEMINI_RETRY_INITIAL_DELAY_S = float(env_str("GEMINI_RETRY_INITIAL_DELAY_S", "1.0"))
 GEMINI_MAX_RETRY_WAIT_S = env_int("GEMINI_MAX_RETRY_WAIT_S", 60, minimum=0)
 
@@ -370,6 +373,14 @@ PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT_MINUTES", 60, minimum=5
 # Extraction ---------------------------------------------------------------------------------------
 EXTRACTION_RUNS_PER_MINUTE = env_int("EXTRACTION_RUNS_PER_MINUTE", 6, minimum=1)
 EXTRACTION_BATCH_SIZE = min(env_int("EXTRACTION_BATCH_SIZE", 10, minimum=1), 10)
+# Gemini calls of one run in flight at once (each a batch of EXTRACTION_BATCH_SIZE emails).
+EXTRACTION_LLM_CONCURRENCY = env_int("EXTRACTION_LLM_CONCURRENCY", 4, minimum=1)
+# A run reads at most this many emails, for at most this long (well within the job's soft time limit), then
+# ends as "continued" with its continuation queued behind other people's runs.
+EXTRACTION_RUN_MAX_EMAILS = env_int("EXTRACTION_RUN_MAX_EMAILS", 1000, minimum=10)
+EXTRACTION_RUN_SECONDS = env_int(
+    "EXTRACTION_RUN_SECONDS", max(1, env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540, minimum=1) * 2 // 3), minimum=1
+)
 EXTRACTION_MAX_BODY_CHARS = env_int("EXTRACTION_MAX_BODY_CHARS", 4000, minimum=200)
 EXTRACTION_MAX_TASKS_PER_EMAIL = env_int("EXTRACTION_MAX_TASKS_PER_EMAIL", 5, minimum=1)
 EXTRACTION_MAX_TITLE_CHARS = env_int("EXTRACTION_MAX_TITLE_CHARS", 200, minimum=20)

@@ -12,7 +12,12 @@ from extraction.models import ExtractionRun
 from extraction.pipeline import LeaseBusy, extraction_run_execute
 from extraction.scheduling import extraction_runs_request_many, mailboxes_claim_due
 from extraction.selectors import run_is_being_run
-from extraction.services import extraction_run_give_up, extraction_run_send, extraction_runs_reap
+from extraction.services import (
+    extraction_run_give_up,
+    extraction_run_request,
+    extraction_run_send,
+    extraction_runs_reap,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +36,14 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
         )
         return
     try:
-        extraction_run_execute(run=run)
-        _start_waiting(run.user_id)
+        done = extraction_run_execute(run=run)
+        if done.status == ExtractionRun.Status.CONTINUED:
+            # The rest of a backlog: a run of its own, queued behind other people's (at the end of the queue).
+            _, created = extraction_run_request(user=done.user, trigger=ExtractionRun.Trigger.CONTINUATION)
+            if not created:  # a run was waiting already (a doorbell): it continues, now
+                _start_waiting(run.user_id)
+        else:
+            _start_waiting(run.user_id)
     except LeaseBusy as busy:
         if run_is_being_run(run=run):
             return  # a live delivery of this same run holds the lease (a message sent twice): let it finish

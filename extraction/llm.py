@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from extraction.crashpoints import crash_point
 from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, build_prompt
+from extraction.quota import QuotaExhausted, gemini_quota_pause, gemini_quota_take
 from integrations.mail.text import without_format_characters
 from integrations.providers.base import Email
 from tasks.services import due_date_in_range
@@ -163,6 +164,34 @@ _PROBE_EMAIL = Email(
 
 
 # Client -----------------------------------------------------------------------------------------------
+OUTPUT_TOKENS_ESTIMATE = 512  # counted against the shared tokens-per-minute before the answer is known
+_shared: dict[tuple[Any, ...], GeminiClient] = {}
+_shared_lock = threading.Lock()
+
+
+def gemini_client() -> GeminiClient:
+    """The process's GeminiClient for the current settings: made once per worker process (making one loads
+    the CA bundle and builds HTTP clients: most of what an idle run used to cost), made again only when a
+    setting it reads changes. Safe to share between threads (a run's parallel calls)."""
+    key = (
+        settings.GEMINI_API_KEY,
+        settings.GEMINI_BASE_URL,
+        settings.GEMINI_MODEL,
+        settings.GEMINI_TIMEOUT_S,
+        settings.GEMINI_MAX_ATTEMPTS,
+        settings.GEMINI_RETRY_INITIAL_DELAY_S,
+        settings.EXTRACTION_MAX_BODY_CHARS,
+        settings.EXTRACTION_MAX_TASKS_PER_EMAIL,
+        settings.EXTRACTION_MAX_TITLE_CHARS,
+    )
+    with _shared_lock:
+        client = _shared.get(key)
+        if client is None:
+            _shared.clear()  # settings changed (tests): the old client is not used again
+            client = _shared[key] = GeminiClient()
+        return client
+
+
 class GeminiClient:
     """Gemini configured from settings (GEMINI_*); keyword arguments override single settings."""
 
@@ -226,7 +255,17 @@ class GeminiClient:
         server's when it names one (Retry-After, or RetryInfo's retryDelay in the error body), else an
         exponential backoff with jitter; a wait longer than GEMINI_MAX_RETRY_WAIT_S is not waited out here:
         the error goes to the caller, with the wait, so the run ends and the next one comes after it."""
+        estimate = (len(SYSTEM_INSTRUCTION) + len(contents)) // 4 + OUTPUT_TOKENS_ESTIMATE
         for attempt in range(1, self.max_attempts + 1):
+            try:
+                gemini_quota_take(model=self.model, tokens=estimate)
+            except QuotaExhausted as exhausted:
+                raise LLMUnavailable(
+                    f"Tasklift's share of Gemini is used up for {exhausted.wait:.0f} s. Extraction will try again.",
+                    code="rate_limited",
+                    status=429,
+                    retry_after=exhausted.wait,
+                ) from exhausted
             try:
                 return self._call(contents)
             except (errors.APIError, httpx2.TimeoutException, httpx2.RequestError) as exc:
@@ -234,6 +273,8 @@ class GeminiClient:
                 if status is not None and status not in RETRY_STATUS_CODES:
                     raise
                 asked = server_retry_delay(exc) if isinstance(exc, errors.APIError) else None
+                if status == 429 and asked:
+                    gemini_quota_pause(model=self.model, seconds=asked)  # every worker slows down, not just this one
                 if attempt == self.max_attempts or (asked or 0) > settings.GEMINI_MAX_RETRY_WAIT_S:
                     raise
                 backoff = self.retry_initial_delay_s * 2 ** (attempt - 1)

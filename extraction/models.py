@@ -27,6 +27,7 @@ class ExtractionRun(TimeStampedModel):
         SCHEDULE = "schedule", "Schedule"
         WEBHOOK = "webhook", "Webhook"
         ADMIN = "admin", "Admin"
+        CONTINUATION = "continuation", "Continuation"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -35,8 +36,9 @@ class ExtractionRun(TimeStampedModel):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         SKIPPED = "skipped", "Skipped"
+        CONTINUED = "continued", "Continued"  # a slice of a backlog read; the next run takes the rest
 
-    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.SKIPPED)
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.SKIPPED, Status.CONTINUED)
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="extraction_runs")
     trigger = models.CharField(max_length=16, choices=Trigger.choices)

@@ -9,11 +9,15 @@ run fetches the same mail again and skips what the ledger already holds.
 from __future__ import annotations
 
 import logging
+import time
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
@@ -21,7 +25,15 @@ from django.utils import timezone
 
 from accounts.selectors import consent_is_current
 from extraction.crashpoints import crash_point
-from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
+from extraction.llm import (
+    GeminiClient,
+    LLMBadOutput,
+    LLMError,
+    LLMRejected,
+    LLMResult,
+    LLMUnavailable,
+    gemini_client,
+)
 from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.prompt import temp_id
 from extraction.selectors import email_keys_handled, resync_note
@@ -134,6 +146,17 @@ class SourcedEmail:
 
 
 @dataclass(frozen=True)
+class _Batch:
+    """A batch whose Gemini call (`call`, None when every email was read already) may be in flight."""
+
+    batch: list[SourcedEmail]
+    fresh: list[SourcedEmail]
+    copies: list[SourcedEmail]
+    call: Future[LLMResult] | None
+    counter: _QueryCounter
+
+
+@dataclass(frozen=True)
 class BatchStat:
     emails: int
     tasks: int
@@ -145,7 +168,7 @@ class ExtractionPipeline:
 
     def __init__(self, run: ExtractionRun, *, llm: GeminiClient | None = None) -> None:
         self.run = run
-        self.llm = llm or GeminiClient()
+        self.llm = llm or gemini_client()
         self.token: int | None = None
         self.mailboxes: list[Mailbox] = []
         self.batch_stats: list[BatchStat] = []
@@ -156,6 +179,7 @@ class ExtractionPipeline:
         if token is None:
             raise LeaseBusy(f"user {self.run.user_id} has a run in progress")
         self.token = token
+        self.started = time.monotonic()
         try:
             # A delivery is counted when it takes the lease: a job that finds its run finished or being run
             # elsewhere costs nothing, and a run whose runner keeps dying is stopped (EXTRACTION_MAX_DELIVERIES).
@@ -167,11 +191,15 @@ class ExtractionPipeline:
             )
             self._check_consent()
             self._open_mailboxes()
-            for batch in self._batches():
-                self._process_batch(batch)
+            self._process_all()
             self._commit()
         except RunStopped as stop:
             self._finish(stop.status, stop.code, stop.message, retry_after=stop.retry_after)
+        except SoftTimeLimitExceeded:
+            # The job's time is up in the middle of a batch: its transaction rolled back; nothing moved.
+            sent = ExtractionRun.objects.filter(pk=self.run.pk).values_list("emails_sent_to_llm", flat=True).first()
+            cut = self._continued(sent or 0)
+            self._finish(cut.status, cut.code, cut.message)
         except Exception:
             logger.exception("extraction run %s crashed", self.run.pk)
             self._finish(
@@ -368,8 +396,62 @@ class ExtractionPipeline:
         if batch:
             yield batch
 
-    # One batch ----------------------------------------------------------------------------------
-    def _process_batch(self, batch: list[SourcedEmail]) -> None:
+    # The batches --------------------------------------------------------------------------------
+    def _process_all(self) -> None:
+        """Every batch, with up to EXTRACTION_LLM_CONCURRENCY Gemini calls in flight (DESIGN §5 needs no
+        order between batches: each is written in its own transaction, and the cursors move only after all).
+
+        This thread does everything else, in batch order: fetching (which stays at most that many batches
+        ahead of the calls), the database, the checks of lease and consent before each new call. A call's
+        thread only calls Gemini. When a batch ends the run (an outage, a revoked consent, a lost lease), the
+        calls not yet started are cancelled and the answers of those in flight are never written.
+        """
+        limit = settings.EXTRACTION_LLM_CONCURRENCY
+        pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix=f"gemini-run-{self.run.pk}")
+        in_flight: deque[_Batch] = deque()
+        sent = 0
+        try:
+            try:
+                for emails in self._batches():
+                    in_flight.append(self._start_batch(emails, pool))
+                    sent += len(emails)
+                    while len(in_flight) >= limit:
+                        self._finish_batch(in_flight.popleft())
+                    if self._slice_over(sent):
+                        break
+                else:
+                    sent = -1  # every batch taken
+            except RunStopped as stop:
+                if stop.code == "consent_revoked":
+                    # Nothing more is sent; the answers already asked for (under consent) are written.
+                    while in_flight:
+                        self._finish_batch(in_flight.popleft())
+                raise
+            while in_flight:
+                self._finish_batch(in_flight.popleft())
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        if sent >= 0:
+            raise self._continued(sent)
+
+    def _slice_over(self, sent: int) -> bool:
+        """Whether the run has taken its share: EXTRACTION_RUN_MAX_EMAILS emails (so one person's backlog
+        does not hold a worker while other people's fresh mail waits), or EXTRACTION_RUN_SECONDS of time
+        (so it ends well before the job's time limit)."""
+        elapsed = time.monotonic() - self.started
+        return sent >= settings.EXTRACTION_RUN_MAX_EMAILS or elapsed >= settings.EXTRACTION_RUN_SECONDS
+
+    @staticmethod
+    def _continued(sent: int) -> RunStopped:
+        """The end of a slice of a backlog: what was read is written (tasks and ledger), no cursor moves,
+        and the next run, queued at once, skips what the ledger holds and reads on (DESIGN §1 holds)."""
+        return RunStopped(
+            ExtractionRun.Status.CONTINUED,
+            "continued",
+            f"{sent} emails read in this part of a large backlog; the next run, already queued, reads on.",
+        )
+
+    def _start_batch(self, batch: list[SourcedEmail], pool: ThreadPoolExecutor) -> _Batch:
         counter = _QueryCounter()
         with connection.execute_wrapper(counter):
             self._guard_batch()
@@ -378,20 +460,25 @@ class ExtractionPipeline:
             handled = email_keys_handled(
                 user_id=self.run.user_id, keys=[item.email.internet_message_id for item in batch]
             )
-            copies = [item for item in batch if item.email.internet_message_id in handled]
-            fresh = [item for item in batch if item.email.internet_message_id not in handled]
-            if not fresh:
-                tasks = self._write([], None, copies=copies)
+        copies = [item for item in batch if item.email.internet_message_id in handled]
+        fresh = [item for item in batch if item.email.internet_message_id not in handled]
+        call = pool.submit(self.llm.extract, [item.email for item in fresh]) if fresh else None
+        return _Batch(batch, fresh, copies, call, counter)
+
+    def _finish_batch(self, started: _Batch) -> None:
+        with connection.execute_wrapper(started.counter):
+            if started.call is None:
+                tasks = self._write([], None, copies=started.copies)
             else:
                 try:
-                    result = self._read(fresh)
+                    result = self._read(started.fresh, first=started.call)
                 except _Unread as unread:
-                    tasks = self._isolate(fresh, unread.error)
-                    if copies:
-                        self._write([], None, copies=copies)
+                    tasks = self._isolate(started.fresh, unread.error)
+                    if started.copies:
+                        self._write([], None, copies=started.copies)
                 else:
-                    tasks = self._write(fresh, result, copies=copies)
-        self.batch_stats.append(BatchStat(emails=len(batch), tasks=tasks, queries=counter.count))
+                    tasks = self._write(started.fresh, result, copies=started.copies)
+        self.batch_stats.append(BatchStat(emails=len(started.batch), tasks=tasks, queries=started.counter.count))
 
     def _guard_batch(self) -> None:
         """Before each batch: the lease is still ours, and consent still stands (a revoke stops the run)."""
@@ -405,7 +492,7 @@ class ExtractionPipeline:
                 "Stopped: AI consent was revoked during the run. Nothing more was sent to Gemini.",
             )
 
-    def _read(self, batch: list[SourcedEmail]) -> LLMResult:
+    def _read(self, batch: list[SourcedEmail], *, first: Future[LLMResult] | None = None) -> LLMResult:
         """Gemini's validated answer for the batch.
 
         Raises _Unread when Gemini gave no usable answer in a way that may follow the batch's content
@@ -418,6 +505,8 @@ class ExtractionPipeline:
             if attempt:
                 self._guard_batch()
             try:
+                if attempt == 0 and first is not None:
+                    return first.result()  # the call started when the batch was fetched
                 return self.llm.extract([item.email for item in batch])
             except LLMBadOutput as error:
                 self._count_llm(calls=error.calls, prompt=error.usage.prompt_tokens, output=error.usage.output_tokens)

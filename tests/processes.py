@@ -51,11 +51,12 @@ class Forker:
     and no thread, so a child inherits nothing that runs. Stop it with `close()`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, **env: str) -> None:
+        """`env`: settings for every child, as environment variables (e.g. EXTRACTION_LLM_CONCURRENCY)."""
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.processes"],
             cwd=ROOT,
-            env=process_env(),
+            env=process_env(**env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -92,8 +92,11 @@ def test_a_long_call_never_costs_a_live_runner_its_lease(
 
 
 def test_a_runner_whose_lock_connection_was_dropped_stops_before_its_next_batch(
-    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
+    settings.EXTRACTION_LLM_CONCURRENCY = (
+        1  # one call at a time: "its next batch" is one call (parallel: test_parallel)
+    )
     for n in range(25):
         gmail.deliver(ask(n))
     sandbox.set_gemini_latency(700)
@@ -172,8 +175,11 @@ def test_the_reaper_gives_up_a_run_whose_worker_keeps_dying(consenting_user: Use
 
 
 def test_revoking_consent_stops_the_run_before_its_next_batch(
-    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
+    settings.EXTRACTION_LLM_CONCURRENCY = (
+        1  # one call at a time: "its next batch" is one call (parallel: test_parallel)
+    )
     for n in range(25):
         gmail.deliver(ask(n))
     before = gmail.cursor
@@ -193,8 +199,11 @@ def test_revoking_consent_stops_the_run_before_its_next_batch(
 
 
 def test_a_stale_runner_cannot_commit_and_no_task_is_duplicated(
-    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
+    settings.EXTRACTION_LLM_CONCURRENCY = (
+        1  # one call at a time: "its next batch" is one call (parallel: test_parallel)
+    )
     for n in range(25):
         gmail.deliver(ask(n))
     sandbox.set_gemini_latency(500)

@@ -16,6 +16,7 @@ import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from django.db.models import Count
@@ -65,12 +66,19 @@ CASES = [
 ]
 
 
+# The matrix kills at each point of a serial run (one Gemini call in flight), where the n-th pass of a point
+# is one batch; a run with parallel calls is killed at the end of this module.
 @pytest.fixture(scope="module")
 def forker(django_db_setup: None, django_db_blocker) -> Iterator[Forker]:  # type: ignore[no-untyped-def]
     with django_db_blocker.unblock():
-        forks = Forker()
+        forks = Forker(EXTRACTION_LLM_CONCURRENCY="1")
     yield forks
     forks.close()
+
+
+@pytest.fixture(autouse=True)
+def _serial(settings: Any) -> None:
+    settings.EXTRACTION_LLM_CONCURRENCY = 1  # the runs and jobs this process does, as the forked ones
 
 
 @dataclass
@@ -186,3 +194,47 @@ def test_a_run_killed_anywhere_is_finished_without_a_person(
     assert fresh.status == ExtractionRun.Status.SUCCEEDED, fresh.error_message
     assert (fresh.emails_fetched, fresh.llm_calls) == (0, 0)
     assert len(gemini_emails(sandbox)) == calls
+
+
+def test_a_run_with_parallel_calls_killed_with_answers_in_flight_loses_nothing_and_resends_only_those(
+    django_db_blocker: Any,
+    gmail: GmailBox,
+    outlook: OutlookBox,
+    sandbox: SandboxClient,
+    consenting_user: User,
+    settings: Any,
+) -> None:
+    settings.EXTRACTION_LLM_CONCURRENCY = 3
+    mail = Mail()
+    mail.deliver(gmail, [(300 + n, n % 3 != 2) for n in range(30)])
+    mail.deliver(outlook, [(400 + n, n % 3 != 1) for n in range(20)])
+    sandbox.set_gemini_latency(300)
+    with django_db_blocker.unblock():
+        parallel = Forker(EXTRACTION_LLM_CONCURRENCY="3")
+    try:
+        killed = parallel.extract(consenting_user.email, crash_point="llm_call:2")
+    finally:
+        parallel.close()
+    assert killed.returncode == KILLED, killed.stdout
+    numbers = {**mail.gmail, **mail.outlook}
+    handled_at_kill = {numbers[i] for i in ProcessedEmail.objects.values_list("message_id", flat=True)}
+    asked_before = {n for call in gemini_emails(sandbox) for n in call}
+    in_flight = asked_before - handled_at_kill  # answers paid for (or on their way) that died with the process
+    assert_ledger_and_tasks_agree(mail)
+
+    assert extraction_runs_reap() == (1, 0)
+    dead = ExtractionRun.objects.latest("created_at")
+    sandbox.set_gemini_latency(0)
+    extraction_run_job.apply(args=[dead.pk])
+    dead.refresh_from_db()
+
+    assert dead.status == ExtractionRun.Status.SUCCEEDED, dead.error_message
+    assert ProcessedEmail.objects.count() == 50
+    assert_ledger_and_tasks_agree(mail)
+    assert Task.objects.count() == len(mail.asking)
+    assert gmail.cursor == gmail.history_id()
+    sent = Counter(n for call in gemini_emails(sandbox) for n in call)
+    resent = {n for n, times in sent.items() if times > 1}
+    assert resent <= in_flight  # only what was in flight at the kill is asked again...
+    assert len(in_flight) <= 3 * 10  # ...at most the calls in flight: EXTRACTION_LLM_CONCURRENCY batches
+    assert max(sent.values()) <= 2
