@@ -88,7 +88,7 @@ def run() -> dict[str, object]:
     secrets_sent = 0
     for start in range(0, len(sent), MAX_EMAILS_PER_PROMPT):
         batch = sent[start : start + MAX_EMAILS_PER_PROMPT]
-        content, mapping, _ = build_prompt(
+        content, mapping, *_ = build_prompt(
             [as_app_email(index, labelled) for index, labelled in batch],
             max_body_chars=settings.EXTRACTION_MAX_BODY_CHARS,
         )
