@@ -33,6 +33,9 @@ class RunLLMOut(Schema):
     calls: int
     prompt_tokens: int
     output_tokens: int
+    prompt_version: str = Field(
+        "", description="The version of the prompt the run sent: compare token and task figures within one."
+    )
 
 
 class RunMailboxOut(Schema):

@@ -52,6 +52,9 @@ class ExtractionRun(TimeStampedModel):
     emails_quarantined = models.PositiveIntegerField(default=0)
     emails_cut = models.PositiveIntegerField(default=0)  # a sender, subject or body cut to fit the prompt
     llm_calls = models.PositiveIntegerField(default=0)
+    # extraction.prompt.PROMPT_VERSION when the run started ("" before it was recorded): token and task
+    # figures are compared between runs of one prompt version.
+    prompt_version = models.CharField(max_length=16, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     # {integration id: {"provider", "address", "before", "after", "status", "error_code", "error"}}

@@ -23,7 +23,7 @@ from accounts.selectors import consent_is_current
 from extraction.crashpoints import crash_point
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
 from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
-from extraction.prompt import temp_id
+from extraction.prompt import PROMPT_VERSION, temp_id
 from extraction.selectors import email_keys_handled, resync_note
 from extraction.services import (
     LedgerEntry,
@@ -159,6 +159,7 @@ class ExtractionPipeline:
             # elsewhere costs nothing, and a run whose runner keeps dying is stopped (EXTRACTION_MAX_DELIVERIES).
             self._update(
                 status=ExtractionRun.Status.RUNNING,
+                prompt_version=PROMPT_VERSION,
                 lease_token=token,
                 started_at=timezone.now(),
                 deliveries=F("deliveries") + 1,

@@ -75,7 +75,12 @@ def run_as_dict(run: ExtractionRun) -> dict[str, object]:
             "quarantined": run.emails_quarantined,
             "cut_to_fit": run.emails_cut,
         },
-        "llm": {"calls": run.llm_calls, "prompt_tokens": run.prompt_tokens, "output_tokens": run.output_tokens},
+        "llm": {
+            "calls": run.llm_calls,
+            "prompt_tokens": run.prompt_tokens,
+            "output_tokens": run.output_tokens,
+            "prompt_version": run.prompt_version,
+        },
         "mailboxes": list(run.mailboxes.values()),
         "rejections": run.rejections,
         "error_code": run.error_code,
