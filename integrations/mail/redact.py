@@ -4,9 +4,9 @@
 
 - **one_time_code**: 4-8 digits (or 3+3, 4+4 with a space or hyphen) named a code by the text around them:
   after a code word and a separator ("Verification code: 482913", "Ihr Bestätigungscode lautet 482913",
-  "認証コードは482913です"), or before one ("482913 is your code", "G-482913 is your Google verification
-  code"). In English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Swedish, Finnish,
-  Hungarian and Japanese.
+  "認証コードは482913です"), before one ("482913 is your code", "G-482913 is your Google verification
+  code"), or named by what it is for ("Use 482913 to sign in"). Code words in English, German, French,
+  Spanish, Italian, Portuguese, Dutch, Polish, Swedish, Finnish, Hungarian and Japanese.
 - **password**: what follows a password label ("Password: x", "Passwort: x", "mot de passe : x",
   "pwd=x", "Passcode: x", "PIN: 1234"), or "password is x" when x looks like one (a digit or symbol in it).
 - **card_number**: 13-19 digits, whole or in groups, starting 2-6 (the card networks' ranges), passing
@@ -301,6 +301,14 @@ _CODE_BEFORE = re.compile(
 )
 
 
+# "Use 482913 to sign in", "Enter 482913 to verify your email".
+_CODE_TO_SIGN_IN = re.compile(
+    rf"\b(?:use|enter|type|input)[ \t]+(?:the[ \t]+code[ \t]+)?{_CODE}[ \t]+(?:to|for)[ \t]+"
+    r"(?:sign|log|verify|confirm|complete|finish|reset|access|authenticate|continue)",
+    re.IGNORECASE,
+)
+
+
 def _plain_code(match: re.Match[str]) -> bool:
     """Not a code of another kind: "Zip code: 10115", "Promo code: 482913"."""
     return not _NOT_CODE.search(match.string[max(0, match.start() - 20) : match.start()])
@@ -329,4 +337,5 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("one_time_code", _CODE_AFTER_STRONG, "value", needs=_CODE_NEEDS),
     _Rule("one_time_code", _CODE_AFTER_PLAIN, "value", _plain_code, needs=_CODE_NEEDS),
     _Rule("one_time_code", _CODE_BEFORE, "value", needs=_CODE_NEEDS),
+    _Rule("one_time_code", _CODE_TO_SIGN_IN, "value", needs=("use", "enter", "type", "input")),
 )

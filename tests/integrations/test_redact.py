@@ -20,6 +20,8 @@ SECRETS = [
     ("Your code for Acme Bank is 48291337.", "one_time_code", "48291337"),
     ("123456 is your code", "one_time_code", "123456"),
     ("G-482913 is your Google verification code.", "one_time_code", "482913"),
+    ("Use 482913 to sign in.", "one_time_code", "482913"),
+    ("Enter 4829 1337 to verify your email address.", "one_time_code", "4829 1337"),
     ("Ihr Bestätigungscode lautet 482913.", "one_time_code", "482913"),
     ("Ihre mTAN: 482913", "one_time_code", "482913"),
     ("Votre code de vérification est 482913", "one_time_code", "482913"),
@@ -97,6 +99,7 @@ KEPT = [
     "Card 4111 1111 1111 1112 is a typo.",  # fails Luhn
     "Bitte überweisen Sie den Betrag bis zum 15. Dezember.",
     "Could you send me the token budget for Q3 by Friday?",
+    "Use 2026 to plan the budget, and enter 12 for the team size.",
 ]
 
 
