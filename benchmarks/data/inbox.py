@@ -3,25 +3,33 @@
 Every sentence in `asks` was written by hand as an ask of the email it is in, and is an exact substring of
 that email's text. Everything else in an email asks nothing of the reader now: greetings, context, sign-offs
 and signatures, and quoted history (an old ask in a quote was read when that mail arrived). `secrets` are the
-strings that should never reach an LLM (one-time codes, passwords, card numbers, IBANs).
+strings that should never reach an LLM (one-time codes, passwords, card numbers and codes, IBANs, keys and
+tokens; card numbers pass Luhn and IBANs their check digits, as real ones do).
+
+Each email also carries what its provider gives the bulk rule (`integrations.mail.bulk`): the few headers
+that say list, bulk or automatic mail, as the sender's software writes them, and the provider's sorting
+(Gmail's category, or Outlook's Focused/Other, which makes it an Outlook email). `bulk` marks mail that asks
+nothing and that a machine sent: skipping it loses nothing, reading it costs tokens.
 
 The replies are built from hand-written parts in twelve languages (greeting, context, asks, sign-off,
 signature, quote header and quoted text), combined in every shape a client produces: a sign-off with or
 without contact lines, a "--" signature, a phone's "Sent from" line; a "wrote:" header with ">" quotes, an
 Outlook header block, an "Original Message" separator, or no quote. Some replies open a line with a sign-off
 word that carries the ask ("Thanks, and please …"), the shape that used to cut asks. The rest is written out
-one by one: the shapes seen cutting asks in real mail, HTML mail, newsletters, notifications, receipts and
-mail carrying secrets.
+one by one: the shapes seen cutting asks in real mail, HTML mail, newsletters, notifications, receipts,
+transactional mail that asks something (bills, forms to sign) and mail carrying secrets.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from stdnum import iban, luhn
 
 
 @dataclass(frozen=True)
 class LabelledEmail:
-    kind: str  # reply | shape | html | newsletter | notification | receipt | secret
+    kind: str  # reply | shape | html | newsletter | notification | receipt | transactional | secret
     language: str
     sender: str
     subject: str
@@ -29,7 +37,30 @@ class LabelledEmail:
     html: str = ""  # the HTML body as delivered, for HTML mail
     asks: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
-    bulk: bool = False  # newsletters, notifications, receipts: mail a bulk filter should skip
+    bulk: bool = False  # asks nothing and a machine sent it: skipping it loses nothing
+    # The bulk rule's headers (List-Unsubscribe, List-Id, Precedence, Auto-Submitted) as sent.
+    headers: dict[str, str] = field(default_factory=dict, hash=False)
+    # Gmail's category ("personal" is Primary) or Outlook's "focused"/"other"; "" when none.
+    category: str = "personal"
+
+    @property
+    def provider(self) -> str:
+        return "outlook" if self.category in ("focused", "other") else "gmail"
+
+
+# Headers as the senders' software writes them.
+_MAILCHIMP = {
+    "List-Unsubscribe": "<https://shop.list-manage.example/unsubscribe?u=4f2&id=9a1>, <mailto:unsub@mc.example>",
+    "List-Id": "<4f2a9b1c.shop.list-id.mcsv.example>",
+    "Precedence": "bulk",
+}
+_GITHUB = {
+    "List-ID": "acme/app <app.acme.github.example>",
+    "List-Unsubscribe": "<mailto:unsub+abc@reply.github.example>, <https://github.example/notifications/unsubscribe>",
+}
+_JIRA = {"Auto-Submitted": "auto-generated", "Precedence": "bulk"}
+_MAILING_SERVICE = {"List-Unsubscribe": "<https://u123.ct.sendgrid.example/asm/unsubscribe/?user_id=123>"}
+_AUTOMATIC = {"Auto-Submitted": "auto-generated"}
 
 
 @dataclass(frozen=True)
@@ -431,7 +462,12 @@ def _html_colleagues() -> list[LabelledEmail]:
             f"<p>{context}</p><p>{ask}</p><p>Best regards,<br>Anna Lee<br>Procurement<br>"
             f'<a href="https://example.com">example.com</a> | +1 555 0100 200</p>{quote}</div></body></html>'
         )
-        emails.append(LabelledEmail("html", "en", "Anna Lee <anna@example.com>", f"{subject} #{n}", "", html, (ask,)))
+        category = "personal" if n % 3 == 0 else "focused" if n % 3 == 1 else "other" if n % 10 == 2 else "updates"
+        emails.append(
+            LabelledEmail(
+                "html", "en", "Anna Lee <anna@example.com>", f"{subject} #{n}", "", html, (ask,), category=category
+            )
+        )
     return emails
 
 
@@ -452,7 +488,17 @@ def _newsletters() -> list[LabelledEmail]:
             "<p>Shop Example GmbH, Hauptstraße 1, 10115 Berlin</p></td></tr></table></body></html>"
         )
         emails.append(
-            LabelledEmail("newsletter", "en", "Shop <news@shop.example.com>", f"Winter sale {n}", "", html, bulk=True)
+            LabelledEmail(
+                "newsletter",
+                "en",
+                "Shop <news@shop.example.com>",
+                f"Winter sale {n}",
+                "",
+                html,
+                bulk=True,
+                headers=_MAILCHIMP,
+                category="promotions" if n % 3 else "other",  # a third read in Outlook
+            )
         )
     return emails
 
@@ -481,10 +527,25 @@ def _notifications() -> list[LabelledEmail]:
             "Invitation from Google Calendar. You are receiving this email because you are an attendee.",
         ),
     ]
+    # GitHub and Jira under Gmail's Updates; calendar updates from a colleague's calendar land in Primary with
+    # none of the bulk headers, so they are read (Gemini finds no task in them).
+    sorting: list[tuple[dict[str, str], str]] = [(_GITHUB, "updates"), (_JIRA, "updates"), ({}, "personal")]
     emails = []
     for n in range(30):
         sender, subject, text = texts[n % len(texts)]
-        emails.append(LabelledEmail("notification", "en", sender, subject.format(n=n), text.format(n=n), bulk=True))
+        headers, category = sorting[n % len(texts)]
+        emails.append(
+            LabelledEmail(
+                "notification",
+                "en",
+                sender,
+                subject.format(n=n),
+                text.format(n=n),
+                bulk=True,
+                headers=headers,
+                category=category,
+            )
+        )
     return emails
 
 
@@ -498,7 +559,58 @@ def _receipts() -> list[LabelledEmail]:
             "Track your parcel: https://shop.example.com/track\nQuestions? Visit our help centre.\n"
             "Shop Example GmbH, Hauptstraße 1, 10115 Berlin"
         )
-        emails.append(LabelledEmail("receipt", "en", "Shop <orders@shop.example.com>", f"Order {n}", text, bulk=True))
+        # The shop's mailing service adds List-Unsubscribe to every message; Gmail files receipts under Updates,
+        # which the bulk rule keeps reading for the bills filed there.
+        emails.append(
+            LabelledEmail(
+                "receipt",
+                "en",
+                "Shop <orders@shop.example.com>",
+                f"Order {n}",
+                text,
+                bulk=True,
+                headers=_MAILING_SERVICE,
+                category="updates",
+            )
+        )
+    return emails
+
+
+def _transactional() -> list[LabelledEmail]:
+    """Machine-sent mail that asks something: a bill (its mailing service adds List-Unsubscribe), a form to
+    sign (the signing service marks it auto-generated). The bulk rule must read every one."""
+    emails = []
+    for n in range(8):
+        ask = f"Please pay invoice {12_345 + n} of 84.20 EUR by December 5."
+        emails.append(
+            LabelledEmail(
+                "transactional",
+                "en",
+                "City Power <billing@citypower.example>",
+                f"Your invoice {12_345 + n} is ready",
+                f"Hello,\n\nyour electricity bill for November is ready.\n{ask}\n"
+                "Pay online: https://citypower.example/pay\n\nCity Power Billing\n"
+                "You receive this email because you are a City Power customer. Manage email preferences.",
+                asks=(ask,),
+                headers=_MAILING_SERVICE,
+                category="updates" if n % 2 else "focused",
+            )
+        )
+    for n in range(6):
+        ask = "Please review and sign the lease agreement by Friday."
+        emails.append(
+            LabelledEmail(
+                "transactional",
+                "en",
+                "Signing service <dse@sign.example>",
+                f"Please sign: Lease agreement {n}",
+                f"Dana Estate sent you a document to review and sign.\n\n{ask}\n"
+                "Review document: https://sign.example/envelope\n\nDo not share this email.",
+                asks=(ask,),
+                headers=_AUTOMATIC,
+                category="personal" if n % 2 else "updates",
+            )
+        )
     return emails
 
 
@@ -516,6 +628,8 @@ def _secrets() -> list[LabelledEmail]:
                 "If you did not ask for it, ignore this email.",
                 secrets=(code,),
                 bulk=True,
+                headers=_AUTOMATIC,
+                category="updates",
             )
         )
     for n in range(8):
@@ -531,10 +645,12 @@ def _secrets() -> list[LabelledEmail]:
                 f"Temporary password: {password}\n{ask}\n\nThanks,\nIT Desk",
                 asks=(ask,),
                 secrets=(password,),
+                headers=_AUTOMATIC,  # the ticketing system's
             )
         )
     for n in range(6):
-        card = f"4111 1111 1111 {1111 + n:04d}"
+        number = f"411111111111{111 + n:03d}"
+        card = " ".join((number + luhn.calc_check_digit(number))[i : i + 4] for i in range(0, 16, 4))
         ask = "Could you book the Berlin flights for the team with the company card?"
         emails.append(
             LabelledEmail(
@@ -548,7 +664,9 @@ def _secrets() -> list[LabelledEmail]:
             )
         )
     for n in range(6):
-        iban = f"DE89 3704 0044 0532 0130 {n:02d}"
+        bban = f"37040044053201300{n}"
+        account = f"DE{iban.calc_check_digits('DE00' + bban)}{bban}"
+        number = " ".join(account[i : i + 4] for i in range(0, len(account), 4))
         ask = "Bitte überweisen Sie den Betrag bis zum 15. Dezember."
         emails.append(
             LabelledEmail(
@@ -557,15 +675,97 @@ def _secrets() -> list[LabelledEmail]:
                 "Buchhaltung <rechnung@lieferant.example>",
                 f"Rechnung 2026-{n}",
                 f"Sehr geehrte Damen und Herren,\n\nanbei unsere Rechnung 2026-{n} über 1.200,00 EUR.\n{ask}\n"
-                f"IBAN: {iban}\nBIC: COBADEFFXXX\n\nMit freundlichen Grüßen\nLieferant GmbH",
+                f"IBAN: {number}\nBIC: COBADEFFXXX\n\nMit freundlichen Grüßen\nLieferant GmbH",
                 asks=(ask,),
-                secrets=(iban,),
+                secrets=(number,),
+                headers=_MAILING_SERVICE if n % 2 else _AUTOMATIC,  # their accounting system's
+                category="updates" if n % 2 else "personal",
             )
         )
-    return emails
+    return [*emails, *_more_secrets()]
+
+
+def _more_secrets() -> list[LabelledEmail]:
+    """Keys, tokens and codes of other shapes and languages, some next to an ask."""
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJzdXBwb3J0LTQyIn0.x7Yq2Lr0cT5wWmZpE1kS9dHfVbN3aJ6uQ8gRoI4sMtA"
+    return [
+        LabelledEmail(
+            "secret",
+            "en",
+            "Ops <ops@acme.example>",
+            "Staging keys",
+            "Hi John,\n\nCould you rotate the staging keys before the release on Thursday?\n"
+            "Current Stripe key: sk_live_51HqLyjWDarjtT1zdp7dcXYZab\nAWS: AKIAIOSFODNN7EXAMPLE\n"
+            "api_key=8f14e45fceea167a5a36dedd4bea2543\n\nThanks,\nOps",
+            asks=("Could you rotate the staging keys before the release on Thursday?",),
+            secrets=("sk_live_51HqLyjWDarjtT1zdp7dcXYZab", "AKIAIOSFODNN7EXAMPLE", "8f14e45fceea167a5a36dedd4bea2543"),
+        ),
+        LabelledEmail(
+            "secret",
+            "en",
+            "Support <support@vendor.example>",
+            "Ticket 4211: API access",
+            f"Hello,\n\nplease test the export again with this header:\nAuthorization: Bearer {jwt}\n"
+            "Let us know the result.\n\nVendor Support",
+            asks=("please test the export again with this header:",),
+            secrets=(jwt,),
+        ),
+        LabelledEmail(
+            "secret",
+            "en",
+            "Dev <dev@acme.example>",
+            "CI token",
+            "Hi,\nThe CI now uses ghp_1234567890abcdefghijklmnopqrstuvwxyz12 and the Slack hook token "
+            "xoxb-123456789012-1234567890123-AbCdEfGhIjKl.\nCan you update the runbook by Friday?\n\nDev",
+            asks=("Can you update the runbook by Friday?",),
+            secrets=("ghp_1234567890abcdefghijklmnopqrstuvwxyz12", "xoxb-123456789012-1234567890123-AbCdEfGhIjKl"),
+        ),
+        LabelledEmail(
+            "secret",
+            "de",
+            "Bank <noreply@bank.example>",
+            "Ihr Bestätigungscode",
+            "Ihr Bestätigungscode lautet 736104.\nEr ist 10 Minuten gültig.",
+            secrets=("736104",),
+            bulk=True,
+            headers=_AUTOMATIC,
+            category="updates",
+        ),
+        LabelledEmail(
+            "secret",
+            "fr",
+            "Service informatique <it@societe.example>",
+            "Votre compte",
+            "Bonjour,\n\nvotre compte est prêt.\nIdentifiant : j.martin\nMot de passe : Hiver2026!x\n"
+            "Merci de changer le mot de passe avant lundi.\n\nLe service informatique",
+            asks=("Merci de changer le mot de passe avant lundi.",),
+            secrets=("Hiver2026!x",),
+            headers=_AUTOMATIC,
+        ),
+        LabelledEmail(
+            "secret",
+            "en",
+            "Security <no-reply@login.example>",
+            "482913 is your sign-in code",
+            "Use 482913 to sign in. G-551902 is your Google verification code.\nDo not share it.",
+            secrets=("482913", "551902"),
+            bulk=True,
+            headers=_AUTOMATIC,
+            category="focused",
+        ),
+    ]
 
 
 def labelled_inbox() -> list[LabelledEmail]:
     """The whole inbox, the same on every call."""
     replies = [_reply(code, variant) for code in _LANGUAGES for variant in range(16)]
-    return [*replies, *_shapes(), *_html_colleagues(), *_newsletters(), *_notifications(), *_receipts(), *_secrets()]
+    return [
+        *replies,
+        *_shapes(),
+        *_html_colleagues(),
+        *_newsletters(),
+        *_notifications(),
+        *_receipts(),
+        *_transactional(),
+        *_secrets(),
+    ]
