@@ -14,8 +14,8 @@ only where they are certain, and keeps the text when in doubt.
   email is cut at the first quote header ("On <date> … wrote:", Outlook's "From:/Sent:/To:" block, an
   "-----Original Message-----" or forward line), except where the header is an attribution whose quote
   follows as ">" lines: there the header and the ">" lines go, and the person's lines between and below the
-  quote stay (a bottom-posted or interleaved reply). Nothing of the person's above the first header is a
-  bare forward: the forwarded text is the message.
+  quote stay (a bottom-posted or interleaved reply). With nothing of the person's above the first header,
+  the email is a bare forward: the forwarded text is the message.
 - **Sign-off.** A sign-off ("Best regards", "Mit freundlichen Grüßen", …) counts only alone on its line
   (optionally followed by a name of at most three words) and only when it ends what the person wrote:
   every line after it is short or contact-like, and none reads as an ask. "Thanks, and please send …" or

@@ -95,7 +95,7 @@ def _remove_attribution_before(quote: LexborNode) -> None:
     if node is None:
         return
     classes = (node.attributes.get("class") or "").split() if node.is_element_node else []
-    if any(name in classes for name in _ATTRIBUTION_CLASSES) or is_attribution(_text(node)):
+    if any(name in classes for name in _ATTRIBUTION_CLASSES) or is_attribution(node.text(deep=True) or ""):
         node.decompose()
 
 
@@ -143,6 +143,7 @@ def _text_before(marker: LexborNode) -> bool:
 
 
 def _text(node: LexborNode) -> str:
+    """The node's text without any white space: whether there is any."""
     return "".join((node.text(deep=True) or "").split())
 
 
