@@ -471,6 +471,178 @@ def _html_colleagues() -> list[LabelledEmail]:
     return emails
 
 
+# The reply shapes that used to reach the prompt with their quote, or to lose the reply (tests/fixtures/mail/
+# has each, in every language): bottom-posted and interleaved replies, quote headers of another language than
+# the text, a "wrote" line without its colon, a dashed header line above its block, and HTML quotes in each
+# client's markup. Every quote holds an old ask ("When are you available?"), which is not labelled: it was
+# read when that mail arrived.
+_OLD_ASK = "When are you available next week? The draft is attached."
+_CLEANING_TEXT: list[tuple[str, str, str, tuple[str, ...]]] = [
+    (
+        "en",
+        "Bottom-posted",
+        f"Hi,\n\nOn Mon, Nov 24, 2026 at 10:00 AM Carol Diaz <carol@example.com> wrote:\n> {_OLD_ASK}\n\n"
+        "Tuesday works for me.\nCould you send the final draft by Monday?\n\nBest,\nDan",
+        ("Could you send the final draft by Monday?",),
+    ),
+    (
+        "de",
+        "Unten geantwortet",
+        "Hallo,\n\nAm Mo., 24. Nov. 2026 um 10:00 Uhr schrieb Carola Diaz <carola@example.de>:\n"
+        "> Wann hast du nächste Woche Zeit?\n\nDienstag passt.\nKannst du mir den Entwurf bis Montag schicken?\n\n"
+        "Viele Grüße\nDan",
+        ("Kannst du mir den Entwurf bis Montag schicken?",),
+    ),
+    (
+        "fr",
+        "Réponses dans le texte",
+        "Bonjour Paul,\n\nLe 24/11/2026 à 10:00, Paul Martin a écrit :\n> Quand êtes-vous disponible ?\n\n"
+        "Mardi après-midi.\n\n> Qui réserve la salle ?\n\nPouvez-vous la réserver ? Je suis en déplacement.\n\n"
+        "Cordialement,\nMarie",
+        ("Pouvez-vous la réserver ?",),
+    ),
+    (
+        "en",
+        "Polish client",
+        "Sounds good.\nCan you send me the final version today?\n\n"
+        "W dniu pon., 24.11.2026 o 10:00 Jan Kowalski <jan@example.pl>\nnapisał(a):\n\n"
+        f"> {_OLD_ASK}\n> Pozdrawiam\n> Jan",
+        ("Can you send me the final version today?",),
+    ),
+    (
+        "en",
+        "Dutch client",
+        "Sounds good.\nPlease book the room for Tuesday.\n\n"
+        f"Op ma 24 nov 2026 om 10:00 schreef Piet Jansen <piet@example.nl>:\n\n> {_OLD_ASK}",
+        ("Please book the room for Tuesday.",),
+    ),
+    (
+        "en",
+        "No colon",
+        "Hi Carol,\n\nYes, Tuesday is fine.\nCan you book the room?\n\n"
+        f"On Mon, Nov 24, 2026 at 10:00 AM Carol Diaz <carol@example.com> wrote\n> {_OLD_ASK}",
+        ("Can you book the room?",),
+    ),
+    *[
+        (
+            "en",
+            f"Header {code}",
+            f"Sounds good.\nCan you send me the final version today?\n\n{separator}\n{block}\n\n{_OLD_ASK}",
+            ("Can you send me the final version today?",),
+        )
+        for code, separator, block in (
+            (
+                "de",
+                "-----Ursprüngliche Nachricht-----",
+                "Von: Paul Becker <paul@example.de>\nGesendet: Montag, 24. November 2026 10:00\nAn: Mary\n"
+                "Betreff: Entwurf",
+            ),
+            (
+                "fr",
+                "-----Message d'origine-----",
+                "De : Paul Martin <paul@example.fr>\nEnvoyé : lundi 24 novembre 2026 10:00\nÀ : Mary\n"
+                "Objet : Brouillon",
+            ),
+            (
+                "it",
+                "-----Messaggio originale-----",
+                "Da: Paolo Bianchi <paolo@example.it>\nInviato: lunedì 24 novembre 2026 10:00\nA: Mary\nOggetto: Bozza",
+            ),
+            (
+                "pt",
+                "-----Mensagem original-----",
+                "De: Pedro Costa <pedro@example.pt>\nEnviada em: segunda-feira, 24 de novembro de 2026 10:00\n"
+                "Para: Mary\nAssunto: Rascunho",
+            ),
+            (
+                "fi",
+                "-----Alkuperäinen viesti-----",
+                "Lähettäjä: Pekka Virtanen <pekka@example.fi>\nLähetetty: maanantai 24. marraskuuta 2026 10.00\n"
+                "Vastaanottaja: Mary\nAihe: Luonnos",
+            ),
+            (
+                "hu",
+                "-----Eredeti üzenet-----",
+                "Feladó: Nagy Péter <peter@example.hu>\nElküldve: 2026. november 24. 10:00\nCímzett: Mary\n"
+                "Tárgy: Vázlat",
+            ),
+        )
+    ],
+]
+_CLEANING_HTML: list[tuple[str, str, str, tuple[str, ...]]] = [
+    (
+        "en",
+        "Gmail reply",
+        '<div dir="ltr">Hi Carol,<div>Could you send the agenda by Monday?</div></div><br><div class="gmail_quote">'
+        '<div dir="ltr" class="gmail_attr">On Mon, Nov 24, 2026 at 10:00 AM Carol Diaz &lt;carol@example.com&gt; '
+        f'wrote:<br></div><blockquote class="gmail_quote"><div dir="ltr">{_OLD_ASK}</div></blockquote></div>',
+        ("Could you send the agenda by Monday?",),
+    ),
+    (
+        "en",
+        "Gmail inline",
+        '<div dir="ltr">Answers inline.</div><div class="gmail_quote"><div class="gmail_attr">On Mon, Nov 24, 2026 at '
+        f'10:00 AM Carol wrote:</div><blockquote class="gmail_quote">{_OLD_ASK}</blockquote><div>Tuesday.</div>'
+        '<blockquote class="gmail_quote">Who books the room?</blockquote><div>Could you book it?</div></div>',
+        ("Could you book it?",),
+    ),
+    (
+        "en",
+        "Outlook desktop",
+        '<div class="WordSection1"><p class="MsoNormal">Hi Tom,</p><p class="MsoNormal">Please approve the purchase '
+        'order before Wednesday.</p><div><div style="border:none;border-top:solid #E1E1E1 1.0pt;padding:3.0pt 0cm 0cm '
+        '0cm"><p class="MsoNormal"><b>From:</b> Tom Reed &lt;tom@example.com&gt;<br><b>Sent:</b> Monday, November 24, '
+        "2026 10:00 AM<br><b>To:</b> Anna Lee<br><b>Subject:</b> Order</p></div></div>"
+        f'<p class="MsoNormal">{_OLD_ASK}</p><p class="MsoNormal">Tom</p></div>',
+        ("Please approve the purchase order before Wednesday.",),
+    ),
+    (
+        "pt",
+        "Outlook na web",
+        "<div>Olá Pedro,</div><div>Pode enviar-me o contrato assinado até sexta-feira?</div>"
+        '<div id="appendonsend"></div><hr style="display:inline-block;width:98%"><div id="divRplyFwdMsg" dir="ltr">'
+        "<b>De:</b> Pedro Costa &lt;pedro@example.pt&gt;<br><b>Enviado:</b> 24 de novembro de 2026 10:00<br>"
+        "<b>Para:</b> João Silva<br><b>Assunto:</b> Contrato</div><div>Quando está disponível na próxima semana?</div>",
+        ("Pode enviar-me o contrato assinado até sexta-feira?",),
+    ),
+    (
+        "nl",
+        "Apple Mail",
+        'Hoi Piet,<div>Kun je de agenda voor maandag sturen?</div><div><br><blockquote type="cite"><div>Op 24 nov. '
+        "2026 om 10:00 heeft Piet Jansen &lt;piet@example.nl&gt; het volgende geschreven:</div><div>Wanneer ben je "
+        "volgende week beschikbaar?</div></blockquote></div>",
+        ("Kun je de agenda voor maandag sturen?",),
+    ),
+    (
+        "sv",
+        "Thunderbird",
+        '<p>Hej Per,</p><div class="moz-cite-prefix">Den 2026-11-24 kl. 10:00, skrev Per Lind:<br></div>'
+        '<blockquote type="cite"><p>När har du tid nästa vecka?</p></blockquote><p>Tisdag passar.</p>'
+        "<p>Kan du skicka det signerade avtalet före fredag?</p>",
+        ("Kan du skicka det signerade avtalet före fredag?",),
+    ),
+    (
+        "es",
+        "Yahoo",
+        "<div>Hola Ana,</div><div>¿Puedes enviarme el contrato firmado antes del viernes?</div>"
+        '<div id="yahoo_quoted_1" class="yahoo_quoted"><div>El lunes, 24 de noviembre de 2026, 10:00:00 CET, Ana Ruiz '
+        "escribió:</div><div>¿Cuándo tienes tiempo la semana que viene?</div></div>",
+        ("¿Puedes enviarme el contrato firmado antes del viernes?",),
+    ),
+]
+
+
+def _cleaning_shapes() -> list[LabelledEmail]:
+    sender = "Chris Young <chris@example.com>"
+    return [
+        *(
+            LabelledEmail("shape", code, sender, subject, text, asks=asks)
+            for code, subject, text, asks in _CLEANING_TEXT
+        ),
+        *(LabelledEmail("html", code, sender, subject, "", html, asks) for code, subject, html, asks in _CLEANING_HTML),
+    ]
+
+
 def _newsletters() -> list[LabelledEmail]:
     emails = []
     for n in range(30):
@@ -762,6 +934,7 @@ def labelled_inbox() -> list[LabelledEmail]:
     return [
         *replies,
         *_shapes(),
+        *_cleaning_shapes(),
         *_html_colleagues(),
         *_newsletters(),
         *_notifications(),
