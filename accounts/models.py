@@ -40,6 +40,8 @@ class User(AbstractBaseUser, PermissionsMixin):
     date_joined = models.DateTimeField(default=timezone.now)
     # Where "today" is for this person: dates and times on pages, and what is overdue (an IANA name).
     timezone = models.CharField(max_length=64, default="UTC")
+    # Whether newsletters, notifications and other bulk mail are sent to Gemini too (integrations/mail/bulk.py).
+    read_bulk_mail = models.BooleanField(default=False)
     # When the person proved they read mail sent to `email` (the confirmation link, or a password reset).
     # Until then the account cannot log in with its password nor connect a mailbox.
     email_verified_at = models.DateTimeField("email address confirmed at", null=True, blank=True)

@@ -304,6 +304,21 @@ def settings_timezone(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+def settings_bulk_mail(request: HttpRequest) -> HttpResponse:
+    """Skip newsletters, notifications and list mail (the default), or send them to Gemini too."""
+    reads = request.POST.get("read_bulk_mail") == "on"
+    User.objects.filter(pk=request_user(request).pk).update(read_bulk_mail=reads)
+    messages.success(
+        request,
+        "Newsletters and notifications will be read too."
+        if reads
+        else "Newsletters and notifications will be skipped (not sent to Gemini).",
+    )
+    return redirect("settings")
+
+
+@login_required
+@require_POST
 def token_create(request: HttpRequest) -> HttpResponse:
     """Make a token and show it this once: only its hash is kept, so the page is the only place it appears."""
     form = AccessTokenForm(request.POST)

@@ -19,9 +19,9 @@ class RecordAdminMixin(ReadOnlyAdminMixin):
 class ExtractionRunAdmin(RecordAdminMixin, admin.ModelAdmin[ExtractionRun]):
     list_display = (
         "pk", "user", "trigger", "status", "created_at", "emails_fetched", "emails_sent_to_llm", "tasks_created",
-        "llm_calls", "error_code",
+        "llm_calls", "prompt_version", "error_code",
     )  # fmt: skip
-    list_filter = ("status", "trigger", "error_code")
+    list_filter = ("status", "trigger", "prompt_version", "error_code")
     search_fields = ("user__email", "error_message")
     date_hierarchy = "created_at"
     list_select_related = ("user",)

@@ -27,12 +27,17 @@ class RunCountsOut(Schema):
     tasks_created: int
     quarantined: int
     cut_to_fit: int = 0  # emails whose sender, subject or body was cut to fit the prompt
+    skipped_bulk: int = 0  # newsletters, notifications and list mail not sent to Gemini
+    secrets_redacted: int = 0  # one-time codes, passwords, card numbers... replaced before sending
 
 
 class RunLLMOut(Schema):
     calls: int
     prompt_tokens: int
     output_tokens: int
+    prompt_version: str = Field(
+        "", description="The version of the prompt the run sent: compare token and task figures within one."
+    )
 
 
 class RunMailboxOut(Schema):

@@ -143,6 +143,7 @@ class LLMResult:
     usage: LLMUsage = field(default_factory=LLMUsage)
     calls: int = 1  # HTTP requests made, retries included
     cut: int = 0  # emails of the batch whose sender, subject or body was cut to fit the prompt
+    redacted: dict[str, int] = field(default_factory=dict)  # secrets kept out of the prompt, by kind
     model: str = ""
     prompt_version: str = PROMPT_VERSION
 
@@ -237,10 +238,12 @@ class GeminiClient:
         Raises LLMUnavailable, LLMRejected or LLMBadOutput; `error.calls` and `error.usage` say what the
         failed attempt cost.
         """
-        contents, mapping, cut = build_prompt(emails, max_body_chars=self.max_body_chars)
+        prompt = build_prompt(emails, max_body_chars=self.max_body_chars)
         self._attempts.count = 0
         try:
-            return dataclasses.replace(self._extract(contents, mapping), cut=cut)
+            return dataclasses.replace(
+                self._extract(prompt.contents, prompt.mapping), cut=prompt.cut, redacted=prompt.redacted
+            )
         except LLMError as error:
             error.calls = self._attempts.count
             raise

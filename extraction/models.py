@@ -53,7 +53,12 @@ class ExtractionRun(TimeStampedModel):
     tasks_created = models.PositiveIntegerField(default=0)
     emails_quarantined = models.PositiveIntegerField(default=0)
     emails_cut = models.PositiveIntegerField(default=0)  # a sender, subject or body cut to fit the prompt
+    emails_skipped = models.PositiveIntegerField(default=0)  # bulk mail not sent to Gemini (the bulk rule)
+    secrets_redacted = models.PositiveIntegerField(default=0)  # codes, passwords, cards... kept out of prompts
     llm_calls = models.PositiveIntegerField(default=0)
+    # extraction.prompt.PROMPT_VERSION when the run started ("" before it was recorded): token and task
+    # figures are compared between runs of one prompt version.
+    prompt_version = models.CharField(max_length=16, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     # {integration id: {"provider", "address", "before", "after", "status", "error_code", "error"}}
@@ -84,6 +89,7 @@ class ProcessedEmail(TimeStampedModel):
         TASKS = "tasks", "Tasks created"
         NO_TASKS = "no_tasks", "No tasks"
         QUARANTINED = "quarantined", "Quarantined"
+        SKIPPED = "skipped", "Skipped (bulk mail)"  # not sent to Gemini; `last_error` is "bulk:<reason>"
 
     integration = models.ForeignKey("integrations.Integration", on_delete=models.CASCADE, related_name="ledger")
     message_id = models.CharField(max_length=512)
@@ -94,6 +100,9 @@ class ProcessedEmail(TimeStampedModel):
     attempts = models.PositiveIntegerField(default=1)
     last_error = models.TextField(blank=True)
     run = models.ForeignKey(ExtractionRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="ledger")
+    # Kept for skipped bulk mail only, so that its owner can see what it was and have it read anyway.
+    sender = models.CharField(max_length=320, blank=True)
+    subject = models.CharField(max_length=300, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["integration", "message_id"], name="ledger_once_per_email")]
@@ -125,3 +134,17 @@ class FetchFailure(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.message_id} failed {self.attempts}x"
+
+
+class AlwaysReadSender(models.Model):
+    """A sender whose mail is always read, even when the bulk rule would skip it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="always_read_senders")
+    address = models.EmailField()  # lower-cased
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "address"], name="always_read_once")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} always reads {self.address}"

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from email.utils import parseaddr
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -23,6 +24,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from accounts.models import User
 from accounts.selectors import consent_is_current
 from extraction.crashpoints import crash_point
 from extraction.llm import (
@@ -34,8 +36,8 @@ from extraction.llm import (
     LLMUnavailable,
     gemini_client,
 )
-from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
-from extraction.prompt import temp_id
+from extraction.models import AlwaysReadSender, ExtractionRun, FetchFailure, ProcessedEmail
+from extraction.prompt import PROMPT_VERSION, temp_id
 from extraction.selectors import email_keys_handled, resync_note
 from extraction.services import (
     LedgerEntry,
@@ -47,6 +49,7 @@ from extraction.services import (
     ledger_known,
     ledger_record,
 )
+from integrations.mail.bulk import bulk_reason
 from integrations.models import Integration, SyncCursor
 from integrations.providers.base import (
     CursorExpired,
@@ -154,6 +157,7 @@ class _Batch:
     copies: list[SourcedEmail]
     call: Future[LLMResult] | None
     counter: _QueryCounter
+    skipped: list[tuple[SourcedEmail, str]] = field(default_factory=list)  # bulk mail, with why
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,8 @@ class ExtractionPipeline:
         self.token: int | None = None
         self.mailboxes: list[Mailbox] = []
         self.batch_stats: list[BatchStat] = []
+        self.reads_bulk = False  # the person's choices about bulk mail, read when the run opens its mailboxes
+        self.always_read: set[str] = set()
 
     # The run ------------------------------------------------------------------------------------
     def execute(self) -> ExtractionRun:
@@ -185,6 +191,7 @@ class ExtractionPipeline:
             # elsewhere costs nothing, and a run whose runner keeps dying is stopped (EXTRACTION_MAX_DELIVERIES).
             self._update(
                 status=ExtractionRun.Status.RUNNING,
+                prompt_version=PROMPT_VERSION,
                 lease_token=token,
                 started_at=timezone.now(),
                 deliveries=F("deliveries") + 1,
@@ -222,6 +229,12 @@ class ExtractionPipeline:
 
     # Fetch --------------------------------------------------------------------------------------
     def _open_mailboxes(self) -> None:
+        self.reads_bulk = bool(
+            User.objects.filter(pk=self.run.user_id).values_list("read_bulk_mail", flat=True).first()
+        )
+        self.always_read = set(
+            AlwaysReadSender.objects.filter(user_id=self.run.user_id).values_list("address", flat=True)
+        )
         integrations = Integration.objects.filter(user_id=self.run.user_id, status=Integration.Status.ACTIVE)
         cursors = {
             c.integration_id: c
@@ -461,23 +474,36 @@ class ExtractionPipeline:
                 user_id=self.run.user_id, keys=[item.email.internet_message_id for item in batch]
             )
         copies = [item for item in batch if item.email.internet_message_id in handled]
-        fresh = [item for item in batch if item.email.internet_message_id not in handled]
+        unread = [item for item in batch if item.email.internet_message_id not in handled]
+        # Bulk mail (newsletters, notifications, mailing lists) is not sent: recorded as skipped, with why.
+        skipped = [(item, reason) for item in unread if (reason := self._bulk_reason(item))]
+        fresh = [item for item in unread if not self._bulk_reason(item)]
         call = pool.submit(self.llm.extract, [item.email for item in fresh]) if fresh else None
-        return _Batch(batch, fresh, copies, call, counter)
+        return _Batch(batch, fresh, copies, call, counter, skipped)
+
+    def _bulk_reason(self, item: SourcedEmail) -> str | None:
+        """Why the bulk rule skips this email, or None to read it: never when the person reads bulk mail,
+        for a sender they always read, or for an email they asked to have read ("read this one")."""
+        email = item.email
+        if self.reads_bulk or item.email.message_id in item.mailbox.integration.read_anyway:
+            return None
+        if parseaddr(email.sender)[1].lower() in self.always_read:
+            return None
+        return bulk_reason(email.list_headers, email.provider_category)
 
     def _finish_batch(self, started: _Batch) -> None:
         with connection.execute_wrapper(started.counter):
             if started.call is None:
-                tasks = self._write([], None, copies=started.copies)
+                tasks = self._write([], None, copies=started.copies, skipped=started.skipped)
             else:
                 try:
                     result = self._read(started.fresh, first=started.call)
                 except _Unread as unread:
                     tasks = self._isolate(started.fresh, unread.error)
-                    if started.copies:
-                        self._write([], None, copies=started.copies)
+                    if started.copies or started.skipped:
+                        self._write([], None, copies=started.copies, skipped=started.skipped)
                 else:
-                    tasks = self._write(started.fresh, result, copies=started.copies)
+                    tasks = self._write(started.fresh, result, copies=started.copies, skipped=started.skipped)
         self.batch_stats.append(BatchStat(emails=len(started.batch), tasks=tasks, queries=started.counter.count))
 
     def _guard_batch(self) -> None:
@@ -600,10 +626,16 @@ class ExtractionPipeline:
             raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
 
     def _write(
-        self, batch: list[SourcedEmail], result: LLMResult | None, *, copies: Sequence[SourcedEmail] = ()
+        self,
+        batch: list[SourcedEmail],
+        result: LLMResult | None,
+        *,
+        copies: Sequence[SourcedEmail] = (),
+        skipped: Sequence[tuple[SourcedEmail, str]] = (),
     ) -> int:
         """The batch's tasks and ledger rows in one transaction: both or neither. `copies` are emails read
-        through another mailbox already: linked to their tasks and recorded, not read."""
+        through another mailbox already: linked to their tasks and recorded, not read. `skipped` is bulk
+        mail not read, recorded with its reason (handled: the cursor may pass it)."""
         rows: list[EmailTaskRow] = []
         entries: list[LedgerEntry] = []
         for index, item in enumerate(batch):
@@ -652,6 +684,19 @@ class ExtractionPipeline:
             )
             for item in copies
         ]
+        entries += [
+            LedgerEntry(
+                item.mailbox.integration.pk,
+                item.email.message_id,
+                ProcessedEmail.Outcome.SKIPPED,
+                0,
+                f"bulk:{reason}",
+                email_key=item.email.internet_message_id,
+                sender=item.email.sender,
+                subject=item.email.subject,
+            )
+            for item, reason in skipped
+        ]
         with transaction.atomic():
             self._hold_lease()
             created = task_insert_from_emails(rows=rows)
@@ -662,6 +707,8 @@ class ExtractionPipeline:
                 emails_sent_to_llm=F("emails_sent_to_llm") + len(batch),
                 emails_already_done=F("emails_already_done") + len(copies),
                 emails_cut=F("emails_cut") + (result.cut if result else 0),
+                emails_skipped=F("emails_skipped") + len(skipped),
+                secrets_redacted=F("secrets_redacted") + (sum(result.redacted.values()) if result else 0),
                 tasks_created=F("tasks_created") + created,
                 llm_calls=F("llm_calls") + (result.calls if result else 0),
                 prompt_tokens=F("prompt_tokens") + (result.usage.prompt_tokens if result else 0),
@@ -711,6 +758,7 @@ class ExtractionPipeline:
                     }
                 Integration.objects.filter(pk=integration.pk).update(
                     backfill_pending=[i for i in integration.backfill_pending if i not in mailbox.backfill_ids],
+                    read_anyway=[i for i in integration.read_anyway if i not in mailbox.backfill_ids],
                     last_success_at=now,
                     failure_count=0,
                     throttle_count=0,

@@ -74,8 +74,15 @@ def run_as_dict(run: ExtractionRun) -> dict[str, object]:
             "tasks_created": run.tasks_created,
             "quarantined": run.emails_quarantined,
             "cut_to_fit": run.emails_cut,
+            "skipped_bulk": run.emails_skipped,
+            "secrets_redacted": run.secrets_redacted,
         },
-        "llm": {"calls": run.llm_calls, "prompt_tokens": run.prompt_tokens, "output_tokens": run.output_tokens},
+        "llm": {
+            "calls": run.llm_calls,
+            "prompt_tokens": run.prompt_tokens,
+            "output_tokens": run.output_tokens,
+            "prompt_version": run.prompt_version,
+        },
         "mailboxes": list(run.mailboxes.values()),
         "rejections": run.rejections,
         "error_code": run.error_code,
@@ -190,3 +197,58 @@ def resync_note(*, reason: str, since: datetime | None, not_read: int) -> str:
             "look through your inbox for them."
         )
     return note
+
+
+# Skipped bulk mail ------------------------------------------------------------------------------------
+
+SKIP_REASONS = {
+    "category_promotions": "filed under Promotions",
+    "category_social": "filed under Social",
+    "category_forums": "filed under Forums",
+    "precedence": "sent as bulk mail",
+    "list": "a newsletter or mailing list",
+    "auto_submitted": "sent automatically",
+    "outlook_other": "filed under Other",
+}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A skipped bulk email, as its owner reads it."""
+
+    entry_id: int
+    sender: str
+    subject: str
+    reason: str
+    when: datetime
+
+
+SKIPPED_SHOWN = 20
+
+
+def skipped_list(*, user: User) -> tuple[list[Skipped], int]:
+    """The person's most recently skipped bulk emails (at most SKIPPED_SHOWN) and how many there are."""
+    entries = ProcessedEmail.objects.filter(integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED).order_by(
+        "-created_at"
+    )
+    shown = [
+        Skipped(
+            entry.pk,
+            entry.sender,
+            entry.subject,
+            SKIP_REASONS.get(entry.last_error.removeprefix("bulk:"), "bulk mail"),
+            entry.created_at,
+        )
+        for entry in entries[:SKIPPED_SHOWN]
+    ]
+    return shown, (entries.count() if len(shown) == SKIPPED_SHOWN else len(shown))
+
+
+def skipped_get(*, user: User, entry_id: int) -> ProcessedEmail:
+    """One skipped email of `user` (NotFoundError for anyone else's, or one no longer skipped)."""
+    entry = ProcessedEmail.objects.filter(
+        pk=entry_id, integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED
+    ).first()
+    if entry is None:
+        raise NotFoundError("That skipped email is not there any more.")
+    return entry

@@ -212,6 +212,8 @@ class LedgerEntry:
     tasks_created: int = 0
     last_error: str = ""
     email_key: str = ""
+    sender: str = ""  # skipped bulk mail only
+    subject: str = ""
 
 
 def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
@@ -219,11 +221,12 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
     now = timezone.now()
     sql = (
         f"INSERT INTO {ProcessedEmail._meta.db_table} "  # noqa: S608
-        "(integration_id, message_id, outcome, tasks_created, last_error, email_key, attempts, run_id, created_at, "
-        "updated_at) "
-        "SELECT integration_id, message_id, outcome, tasks_created, last_error, email_key, 1, %s, %s, %s "
-        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[]) "
-        "AS t(integration_id, message_id, outcome, tasks_created, last_error, email_key) "
+        "(integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, attempts, "
+        "run_id, created_at, updated_at) "
+        "SELECT integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, 1, "
+        "%s, %s, %s "
+        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+        "AS t(integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject) "
         "ON CONFLICT (integration_id, message_id) DO NOTHING"
     )
     params: list[Any] = [
@@ -236,6 +239,8 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
         [e.tasks_created for e in entries],
         [db_text(e.last_error) for e in entries],
         [db_text(e.email_key) for e in entries],
+        [db_text(e.sender)[:320] for e in entries],
+        [db_text(e.subject)[:300] for e in entries],
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -300,3 +305,34 @@ def ledger_replay(*, entries: list[ProcessedEmail]) -> int:
                 integration.save(update_fields=["backfill_pending", "updated_at"])
             entry.delete()
     return len(quarantined)
+
+
+def ledger_read_anyway(*, entry: ProcessedEmail) -> bool:
+    """Have one skipped bulk email read after all ("read this one"): its ledger row goes and its id is
+    queued on its mailbox, marked to be read whatever the bulk rule says. False when it was not skipped."""
+    from integrations.models import Integration
+
+    if entry.outcome != ProcessedEmail.Outcome.SKIPPED:
+        return False
+    with transaction.atomic():
+        integration = Integration.objects.select_for_update().get(pk=entry.integration_id)
+        Integration.objects.filter(pk=integration.pk).update(
+            backfill_pending=list(dict.fromkeys([*integration.backfill_pending, entry.message_id])),
+            read_anyway=list(dict.fromkeys([*integration.read_anyway, entry.message_id])),
+            updated_at=timezone.now(),
+        )
+        ProcessedEmail.objects.filter(pk=entry.pk).delete()
+    return True
+
+
+def always_read_sender(*, user: User, entry: ProcessedEmail) -> str:
+    """Always read mail from the sender of this skipped email, and read this one too. Returns the address."""
+    from email.utils import parseaddr
+
+    from extraction.models import AlwaysReadSender
+
+    address = parseaddr(entry.sender)[1].lower()
+    if address:
+        AlwaysReadSender.objects.get_or_create(user=user, address=address)
+    ledger_read_anyway(entry=entry)
+    return address

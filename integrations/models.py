@@ -26,6 +26,8 @@ class Integration(TimeStampedModel):
     # Message ids listed once at connect time (recent inbox mail), handled by the next run and cleared in
     # the same transaction that commits the cursor.
     backfill_pending = models.JSONField(default=list, blank=True)
+    # Of those, the ids a person asked to have read even though the bulk rule skipped them ("read this one").
+    read_anyway = models.JSONField(default=list, blank=True)
     last_success_at = models.DateTimeField(null=True, blank=True)
     failure_count = models.PositiveIntegerField(default=0)
     retry_after = models.DateTimeField(null=True, blank=True)

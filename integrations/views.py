@@ -16,8 +16,15 @@ from accounts.selectors import consent_current
 from accounts.verification import email_verified_required
 from config.errors import ApplicationError
 from config.http import request_user
-from extraction.selectors import MailboxStatus, mailbox_status_list, quarantined_list, run_latest
-from extraction.services import ledger_replay
+from extraction.selectors import (
+    MailboxStatus,
+    mailbox_status_list,
+    quarantined_list,
+    run_latest,
+    skipped_get,
+    skipped_list,
+)
+from extraction.services import always_read_sender, ledger_read_anyway, ledger_replay
 from integrations.models import Integration
 from integrations.oauth.google import GoogleOAuthFlow
 from integrations.oauth.microsoft import MicrosoftOAuthFlow
@@ -96,10 +103,14 @@ def mailboxes(request: HttpRequest) -> HttpResponse:
         if isinstance(report, dict) and report.get("status") in ("failed", "partial")
     }
     statuses = [_sync_status(s, consent=consent, now=now, left_out=left_out) for s in mailbox_status_list(user=user)]
+    skipped, skipped_count = skipped_list(user=user)
     context = {
         "statuses": statuses,
         "now": now,
         "schedule_minutes": settings.EXTRACTION_SCHEDULE_MINUTES,
+        "skipped": skipped,
+        "skipped_count": skipped_count,
+        "reads_bulk": user.read_bulk_mail,
     }
     return render(request, "integrations/mailboxes.html", context)
 
@@ -161,6 +172,34 @@ def replay_quarantined(request: HttpRequest, integration_id: int) -> HttpRespons
         return redirect("mailboxes")
     count = ledger_replay(entries=list(quarantined_list(integration=integration)))
     messages.success(request, f"{count} email(s) will be read again in the next run.")
+    return redirect("mailboxes")
+
+
+@login_required
+@require_POST
+def read_skipped(request: HttpRequest, entry_id: int) -> HttpResponse:
+    """Read one skipped bulk email after all, in the next run."""
+    try:
+        entry = skipped_get(user=request_user(request), entry_id=entry_id)
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return redirect("mailboxes")
+    ledger_read_anyway(entry=entry)
+    messages.success(request, "That email will be read in the next run.")
+    return redirect("mailboxes")
+
+
+@login_required
+@require_POST
+def always_read(request: HttpRequest, entry_id: int) -> HttpResponse:
+    """Always read mail from the sender of a skipped email (and read this one)."""
+    try:
+        entry = skipped_get(user=request_user(request), entry_id=entry_id)
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return redirect("mailboxes")
+    address = always_read_sender(user=request_user(request), entry=entry)
+    messages.success(request, f"Mail from {address or 'this sender'} will always be read, starting with this one.")
     return redirect("mailboxes")
 
 

@@ -239,11 +239,15 @@ class SandboxClient:
         received_at: datetime | None = None,
         is_read: bool = False,
         folder: str | None = None,
+        inference: str | None = None,
     ) -> dict[str, Any]:
         """Deliver an RFC 822 message, or a simple one from fields (`sender` is the From value), into the inbox
-        or `folder`; receivedDateTime is `received_at`, else now (never the Date header).
+        or `folder`; receivedDateTime is `received_at`, else now (never the Date header); `inference` is its
+        inferenceClassification ("focused", the default, or "other").
         Returns {id (immutable), rest_id, conversationId, internetMessageId, receivedDateTime, folder}."""
         payload: dict[str, Any] = {"address": address, "is_read": is_read}
+        if inference is not None:
+            payload["inference_classification"] = inference
         if folder is not None:
             payload["folder"] = folder
         if isinstance(raw, bytes):

@@ -39,8 +39,8 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
-from email.utils import getaddresses, parseaddr, parsedate_to_datetime
-from typing import Any
+from email.utils import format_datetime, formataddr, getaddresses, parseaddr, parsedate_to_datetime
+from typing import Any, Literal
 from urllib.parse import quote
 
 from flask import Blueprint, Response, current_app, g, request
@@ -96,6 +96,9 @@ class GraphMessage:
     folder: str = "inbox"  # a well-known folder name, or the (lower-cased) name of another folder
     rest_key: str = ""  # the REST id's key: the key until the message first moves, a new one after each move
     entered_seq: int = 0  # when it came into its folder: a delta watermark below this never saw it there
+    # Its internet headers (name, value) as delivered: internetMessageHeaders, sent only when selected.
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    inference: str = "focused"  # inferenceClassification: "focused" | "other"
 
     def rest_id(self) -> str:
         return f"{REST_PREFIX}{self.rest_key or self.key}"
@@ -195,9 +198,12 @@ def message_add(
     has_attachments: bool = False,
     is_read: bool = False,
     folder: str = "inbox",
+    headers: list[tuple[str, str]] | None = None,
+    inference: str = "focused",
 ) -> GraphMessage:
     """Deliver a message into `folder` (default the inbox) of `address` (created if missing); it shows in that
-    folder's next delta round. receivedDateTime is `received`, else now."""
+    folder's next delta round. receivedDateTime is `received`, else now. `headers` are its internet headers
+    (an RFC 822 delivery's own); without them it gets From, To, Subject, Date and Message-ID ones."""
     received = (received or _now()).astimezone(UTC).replace(microsecond=0)
     with state.lock:
         mailbox = mailbox_ensure(state, address)
@@ -208,17 +214,27 @@ def message_add(
                 break
         mailbox.seq += 1
         key = _key()
+        recipients = list(to or [(mailbox.display_name, mailbox.address)])
+        internet_id = internet_message_id or f"<{uuid.uuid4().hex}@sandbox.outlook.test>"
+        if headers is None:
+            headers = [
+                ("From", formataddr(sender)),
+                ("To", ", ".join(formataddr(r) for r in recipients)),
+                ("Subject", subject),
+                ("Date", format_datetime((sent or received).astimezone(UTC))),
+                ("Message-ID", internet_id),
+            ]
         message = GraphMessage(
             key=key,
             subject=subject,
             sender=sender,
-            to=list(to or [(mailbox.display_name, mailbox.address)]),
+            to=recipients,
             cc=list(cc or []),
             received=received,
             sent=(sent or received).astimezone(UTC).replace(microsecond=0),
             body_type=body_type,
             body=body,
-            internet_message_id=internet_message_id or f"<{uuid.uuid4().hex}@sandbox.outlook.test>",
+            internet_message_id=internet_id,
             conversation_key=conversation or _key(),
             has_attachments=has_attachments,
             created_seq=mailbox.seq,
@@ -229,6 +245,8 @@ def message_add(
             folder=folder_name(folder),
             rest_key=key,
             entered_seq=mailbox.seq,
+            headers=list(headers),
+            inference=inference,
         )
         mailbox.messages[key] = message
         _notify(state, mailbox, message, "created")
@@ -290,6 +308,7 @@ def message_deliver_rfc822(
     received: datetime | None = None,
     is_read: bool = False,
     folder: str = "inbox",
+    inference: str = "focused",
 ) -> GraphMessage:
     """Deliver an RFC 822 message as Graph stores it: the HTML alternative as an html body when there is one,
     else the text one. receivedDateTime is `received`, else now (the arrival time, as at Graph: never the
@@ -330,6 +349,8 @@ def message_deliver_rfc822(
         has_attachments=any(True for _ in parsed.iter_attachments()),
         is_read=is_read,
         folder=folder,
+        headers=[(str(name), str(value)) for name, value in parsed.items()],
+        inference=inference,
     )
 
 
@@ -500,7 +521,9 @@ MESSAGE_FIELDS = (
     "replyTo",
     "flag",
 )
-_FIELD_NAMES = {name.lower(): name for name in ("id", *MESSAGE_FIELDS)}
+# Fields Graph sends only when $select names them.
+SELECT_ONLY_FIELDS = ("internetMessageHeaders",)
+_FIELD_NAMES = {name.lower(): name for name in ("id", *MESSAGE_FIELDS, *SELECT_ONLY_FIELDS)}
 
 
 def message_resource(
@@ -528,7 +551,7 @@ def message_resource(
         "isRead": message.is_read,
         "isDraft": False,
         "webLink": _web_link(message),
-        "inferenceClassification": "focused",
+        "inferenceClassification": message.inference,
         "sender": _recipient(message.sender),
         "from": _recipient(message.sender),
         "toRecipients": [_recipient(r) for r in message.to],
@@ -549,6 +572,8 @@ def message_resource(
         "id": message_id(message, immutable=immutable),
     }
     resource.update({name: values[name] for name in MESSAGE_FIELDS if name in wanted})
+    if "internetMessageHeaders" in wanted:
+        resource["internetMessageHeaders"] = [{"name": name, "value": value} for name, value in message.headers]
     return resource
 
 
@@ -1034,6 +1059,7 @@ class DeliveryIn(BaseModel):
     received_at: datetime | None = None
     is_read: bool = False
     folder: str = Field(default="inbox", min_length=1, max_length=200)
+    inference_classification: Literal["focused", "other"] = "focused"
 
     @model_validator(mode="after")
     def one_source(self) -> DeliveryIn:
@@ -1139,7 +1165,13 @@ def control_outlook_deliver() -> Response:
         if not raw.strip() or not email.message_from_bytes(raw).keys():
             raise ControlError("invalid_field", "raw: not an RFC 822 message (it has no header lines)")
         message = message_deliver_rfc822(
-            st, spec.address, raw, received=spec.received_at, is_read=spec.is_read, folder=spec.folder
+            st,
+            spec.address,
+            raw,
+            received=spec.received_at,
+            is_read=spec.is_read,
+            folder=spec.folder,
+            inference=spec.inference_classification,
         )
     else:
         message = message_add(
@@ -1152,6 +1184,7 @@ def control_outlook_deliver() -> Response:
             received=spec.received_at,
             is_read=spec.is_read,
             folder=spec.folder,
+            inference=spec.inference_classification,
         )
     return json_response(_delivered(message), 201)
 

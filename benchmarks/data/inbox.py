@@ -3,25 +3,33 @@
 Every sentence in `asks` was written by hand as an ask of the email it is in, and is an exact substring of
 that email's text. Everything else in an email asks nothing of the reader now: greetings, context, sign-offs
 and signatures, and quoted history (an old ask in a quote was read when that mail arrived). `secrets` are the
-strings that should never reach an LLM (one-time codes, passwords, card numbers, IBANs).
+strings that should never reach an LLM (one-time codes, passwords, card numbers and codes, IBANs, keys and
+tokens; card numbers pass Luhn and IBANs their check digits, as real ones do).
+
+Each email also carries what its provider gives the bulk rule (`integrations.mail.bulk`): the few headers
+that say list, bulk or automatic mail, as the sender's software writes them, and the provider's sorting
+(Gmail's category, or Outlook's Focused/Other, which makes it an Outlook email). `bulk` marks mail that asks
+nothing and that a machine sent: skipping it loses nothing, reading it costs tokens.
 
 The replies are built from hand-written parts in twelve languages (greeting, context, asks, sign-off,
 signature, quote header and quoted text), combined in every shape a client produces: a sign-off with or
 without contact lines, a "--" signature, a phone's "Sent from" line; a "wrote:" header with ">" quotes, an
 Outlook header block, an "Original Message" separator, or no quote. Some replies open a line with a sign-off
 word that carries the ask ("Thanks, and please …"), the shape that used to cut asks. The rest is written out
-one by one: the shapes seen cutting asks in real mail, HTML mail, newsletters, notifications, receipts and
-mail carrying secrets.
+one by one: the shapes seen cutting asks in real mail, HTML mail, newsletters, notifications, receipts,
+transactional mail that asks something (bills, forms to sign) and mail carrying secrets.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from stdnum import iban, luhn
 
 
 @dataclass(frozen=True)
 class LabelledEmail:
-    kind: str  # reply | shape | html | newsletter | notification | receipt | secret
+    kind: str  # reply | shape | html | newsletter | notification | receipt | transactional | secret
     language: str
     sender: str
     subject: str
@@ -29,7 +37,30 @@ class LabelledEmail:
     html: str = ""  # the HTML body as delivered, for HTML mail
     asks: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
-    bulk: bool = False  # newsletters, notifications, receipts: mail a bulk filter should skip
+    bulk: bool = False  # asks nothing and a machine sent it: skipping it loses nothing
+    # The bulk rule's headers (List-Unsubscribe, List-Id, Precedence, Auto-Submitted) as sent.
+    headers: dict[str, str] = field(default_factory=dict, hash=False)
+    # Gmail's category ("personal" is Primary) or Outlook's "focused"/"other"; "" when none.
+    category: str = "personal"
+
+    @property
+    def provider(self) -> str:
+        return "outlook" if self.category in ("focused", "other") else "gmail"
+
+
+# Headers as the senders' software writes them.
+_MAILCHIMP = {
+    "List-Unsubscribe": "<https://shop.list-manage.example/unsubscribe?u=4f2&id=9a1>, <mailto:unsub@mc.example>",
+    "List-Id": "<4f2a9b1c.shop.list-id.mcsv.example>",
+    "Precedence": "bulk",
+}
+_GITHUB = {
+    "List-ID": "acme/app <app.acme.github.example>",
+    "List-Unsubscribe": "<mailto:unsub+abc@reply.github.example>, <https://github.example/notifications/unsubscribe>",
+}
+_JIRA = {"Auto-Submitted": "auto-generated", "Precedence": "bulk"}
+_MAILING_SERVICE = {"List-Unsubscribe": "<https://u123.ct.sendgrid.example/asm/unsubscribe/?user_id=123>"}
+_AUTOMATIC = {"Auto-Submitted": "auto-generated"}
 
 
 @dataclass(frozen=True)
@@ -431,8 +462,185 @@ def _html_colleagues() -> list[LabelledEmail]:
             f"<p>{context}</p><p>{ask}</p><p>Best regards,<br>Anna Lee<br>Procurement<br>"
             f'<a href="https://example.com">example.com</a> | +1 555 0100 200</p>{quote}</div></body></html>'
         )
-        emails.append(LabelledEmail("html", "en", "Anna Lee <anna@example.com>", f"{subject} #{n}", "", html, (ask,)))
+        category = "personal" if n % 3 == 0 else "focused" if n % 3 == 1 else "other" if n % 10 == 2 else "updates"
+        emails.append(
+            LabelledEmail(
+                "html", "en", "Anna Lee <anna@example.com>", f"{subject} #{n}", "", html, (ask,), category=category
+            )
+        )
     return emails
+
+
+# The reply shapes that used to reach the prompt with their quote, or to lose the reply (tests/fixtures/mail/
+# has each, in every language): bottom-posted and interleaved replies, quote headers of another language than
+# the text, a "wrote" line without its colon, a dashed header line above its block, and HTML quotes in each
+# client's markup. Every quote holds an old ask ("When are you available?"), which is not labelled: it was
+# read when that mail arrived.
+_OLD_ASK = "When are you available next week? The draft is attached."
+_CLEANING_TEXT: list[tuple[str, str, str, tuple[str, ...]]] = [
+    (
+        "en",
+        "Bottom-posted",
+        f"Hi,\n\nOn Mon, Nov 24, 2026 at 10:00 AM Carol Diaz <carol@example.com> wrote:\n> {_OLD_ASK}\n\n"
+        "Tuesday works for me.\nCould you send the final draft by Monday?\n\nBest,\nDan",
+        ("Could you send the final draft by Monday?",),
+    ),
+    (
+        "de",
+        "Unten geantwortet",
+        "Hallo,\n\nAm Mo., 24. Nov. 2026 um 10:00 Uhr schrieb Carola Diaz <carola@example.de>:\n"
+        "> Wann hast du nächste Woche Zeit?\n\nDienstag passt.\nKannst du mir den Entwurf bis Montag schicken?\n\n"
+        "Viele Grüße\nDan",
+        ("Kannst du mir den Entwurf bis Montag schicken?",),
+    ),
+    (
+        "fr",
+        "Réponses dans le texte",
+        "Bonjour Paul,\n\nLe 24/11/2026 à 10:00, Paul Martin a écrit :\n> Quand êtes-vous disponible ?\n\n"
+        "Mardi après-midi.\n\n> Qui réserve la salle ?\n\nPouvez-vous la réserver ? Je suis en déplacement.\n\n"
+        "Cordialement,\nMarie",
+        ("Pouvez-vous la réserver ?",),
+    ),
+    (
+        "en",
+        "Polish client",
+        "Sounds good.\nCan you send me the final version today?\n\n"
+        "W dniu pon., 24.11.2026 o 10:00 Jan Kowalski <jan@example.pl>\nnapisał(a):\n\n"
+        f"> {_OLD_ASK}\n> Pozdrawiam\n> Jan",
+        ("Can you send me the final version today?",),
+    ),
+    (
+        "en",
+        "Dutch client",
+        "Sounds good.\nPlease book the room for Tuesday.\n\n"
+        f"Op ma 24 nov 2026 om 10:00 schreef Piet Jansen <piet@example.nl>:\n\n> {_OLD_ASK}",
+        ("Please book the room for Tuesday.",),
+    ),
+    (
+        "en",
+        "No colon",
+        "Hi Carol,\n\nYes, Tuesday is fine.\nCan you book the room?\n\n"
+        f"On Mon, Nov 24, 2026 at 10:00 AM Carol Diaz <carol@example.com> wrote\n> {_OLD_ASK}",
+        ("Can you book the room?",),
+    ),
+    *[
+        (
+            "en",
+            f"Header {code}",
+            f"Sounds good.\nCan you send me the final version today?\n\n{separator}\n{block}\n\n{_OLD_ASK}",
+            ("Can you send me the final version today?",),
+        )
+        for code, separator, block in (
+            (
+                "de",
+                "-----Ursprüngliche Nachricht-----",
+                "Von: Paul Becker <paul@example.de>\nGesendet: Montag, 24. November 2026 10:00\nAn: Mary\n"
+                "Betreff: Entwurf",
+            ),
+            (
+                "fr",
+                "-----Message d'origine-----",
+                "De : Paul Martin <paul@example.fr>\nEnvoyé : lundi 24 novembre 2026 10:00\nÀ : Mary\n"
+                "Objet : Brouillon",
+            ),
+            (
+                "it",
+                "-----Messaggio originale-----",
+                "Da: Paolo Bianchi <paolo@example.it>\nInviato: lunedì 24 novembre 2026 10:00\nA: Mary\nOggetto: Bozza",
+            ),
+            (
+                "pt",
+                "-----Mensagem original-----",
+                "De: Pedro Costa <pedro@example.pt>\nEnviada em: segunda-feira, 24 de novembro de 2026 10:00\n"
+                "Para: Mary\nAssunto: Rascunho",
+            ),
+            (
+                "fi",
+                "-----Alkuperäinen viesti-----",
+                "Lähettäjä: Pekka Virtanen <pekka@example.fi>\nLähetetty: maanantai 24. marraskuuta 2026 10.00\n"
+                "Vastaanottaja: Mary\nAihe: Luonnos",
+            ),
+            (
+                "hu",
+                "-----Eredeti üzenet-----",
+                "Feladó: Nagy Péter <peter@example.hu>\nElküldve: 2026. november 24. 10:00\nCímzett: Mary\n"
+                "Tárgy: Vázlat",
+            ),
+        )
+    ],
+]
+_CLEANING_HTML: list[tuple[str, str, str, tuple[str, ...]]] = [
+    (
+        "en",
+        "Gmail reply",
+        '<div dir="ltr">Hi Carol,<div>Could you send the agenda by Monday?</div></div><br><div class="gmail_quote">'
+        '<div dir="ltr" class="gmail_attr">On Mon, Nov 24, 2026 at 10:00 AM Carol Diaz &lt;carol@example.com&gt; '
+        f'wrote:<br></div><blockquote class="gmail_quote"><div dir="ltr">{_OLD_ASK}</div></blockquote></div>',
+        ("Could you send the agenda by Monday?",),
+    ),
+    (
+        "en",
+        "Gmail inline",
+        '<div dir="ltr">Answers inline.</div><div class="gmail_quote"><div class="gmail_attr">On Mon, Nov 24, 2026 at '
+        f'10:00 AM Carol wrote:</div><blockquote class="gmail_quote">{_OLD_ASK}</blockquote><div>Tuesday.</div>'
+        '<blockquote class="gmail_quote">Who books the room?</blockquote><div>Could you book it?</div></div>',
+        ("Could you book it?",),
+    ),
+    (
+        "en",
+        "Outlook desktop",
+        '<div class="WordSection1"><p class="MsoNormal">Hi Tom,</p><p class="MsoNormal">Please approve the purchase '
+        'order before Wednesday.</p><div><div style="border:none;border-top:solid #E1E1E1 1.0pt;padding:3.0pt 0cm 0cm '
+        '0cm"><p class="MsoNormal"><b>From:</b> Tom Reed &lt;tom@example.com&gt;<br><b>Sent:</b> Monday, November 24, '
+        "2026 10:00 AM<br><b>To:</b> Anna Lee<br><b>Subject:</b> Order</p></div></div>"
+        f'<p class="MsoNormal">{_OLD_ASK}</p><p class="MsoNormal">Tom</p></div>',
+        ("Please approve the purchase order before Wednesday.",),
+    ),
+    (
+        "pt",
+        "Outlook na web",
+        "<div>Olá Pedro,</div><div>Pode enviar-me o contrato assinado até sexta-feira?</div>"
+        '<div id="appendonsend"></div><hr style="display:inline-block;width:98%"><div id="divRplyFwdMsg" dir="ltr">'
+        "<b>De:</b> Pedro Costa &lt;pedro@example.pt&gt;<br><b>Enviado:</b> 24 de novembro de 2026 10:00<br>"
+        "<b>Para:</b> João Silva<br><b>Assunto:</b> Contrato</div><div>Quando está disponível na próxima semana?</div>",
+        ("Pode enviar-me o contrato assinado até sexta-feira?",),
+    ),
+    (
+        "nl",
+        "Apple Mail",
+        'Hoi Piet,<div>Kun je de agenda voor maandag sturen?</div><div><br><blockquote type="cite"><div>Op 24 nov. '
+        "2026 om 10:00 heeft Piet Jansen &lt;piet@example.nl&gt; het volgende geschreven:</div><div>Wanneer ben je "
+        "volgende week beschikbaar?</div></blockquote></div>",
+        ("Kun je de agenda voor maandag sturen?",),
+    ),
+    (
+        "sv",
+        "Thunderbird",
+        '<p>Hej Per,</p><div class="moz-cite-prefix">Den 2026-11-24 kl. 10:00, skrev Per Lind:<br></div>'
+        '<blockquote type="cite"><p>När har du tid nästa vecka?</p></blockquote><p>Tisdag passar.</p>'
+        "<p>Kan du skicka det signerade avtalet före fredag?</p>",
+        ("Kan du skicka det signerade avtalet före fredag?",),
+    ),
+    (
+        "es",
+        "Yahoo",
+        "<div>Hola Ana,</div><div>¿Puedes enviarme el contrato firmado antes del viernes?</div>"
+        '<div id="yahoo_quoted_1" class="yahoo_quoted"><div>El lunes, 24 de noviembre de 2026, 10:00:00 CET, Ana Ruiz '
+        "escribió:</div><div>¿Cuándo tienes tiempo la semana que viene?</div></div>",
+        ("¿Puedes enviarme el contrato firmado antes del viernes?",),
+    ),
+]
+
+
+def _cleaning_shapes() -> list[LabelledEmail]:
+    sender = "Chris Young <chris@example.com>"
+    return [
+        *(
+            LabelledEmail("shape", code, sender, subject, text, asks=asks)
+            for code, subject, text, asks in _CLEANING_TEXT
+        ),
+        *(LabelledEmail("html", code, sender, subject, "", html, asks) for code, subject, html, asks in _CLEANING_HTML),
+    ]
 
 
 def _newsletters() -> list[LabelledEmail]:
@@ -452,7 +660,17 @@ def _newsletters() -> list[LabelledEmail]:
             "<p>Shop Example GmbH, Hauptstraße 1, 10115 Berlin</p></td></tr></table></body></html>"
         )
         emails.append(
-            LabelledEmail("newsletter", "en", "Shop <news@shop.example.com>", f"Winter sale {n}", "", html, bulk=True)
+            LabelledEmail(
+                "newsletter",
+                "en",
+                "Shop <news@shop.example.com>",
+                f"Winter sale {n}",
+                "",
+                html,
+                bulk=True,
+                headers=_MAILCHIMP,
+                category="promotions" if n % 3 else "other",  # a third read in Outlook
+            )
         )
     return emails
 
@@ -481,10 +699,25 @@ def _notifications() -> list[LabelledEmail]:
             "Invitation from Google Calendar. You are receiving this email because you are an attendee.",
         ),
     ]
+    # GitHub and Jira under Gmail's Updates; calendar updates from a colleague's calendar land in Primary with
+    # none of the bulk headers, so they are read (Gemini finds no task in them).
+    sorting: list[tuple[dict[str, str], str]] = [(_GITHUB, "updates"), (_JIRA, "updates"), ({}, "personal")]
     emails = []
     for n in range(30):
         sender, subject, text = texts[n % len(texts)]
-        emails.append(LabelledEmail("notification", "en", sender, subject.format(n=n), text.format(n=n), bulk=True))
+        headers, category = sorting[n % len(texts)]
+        emails.append(
+            LabelledEmail(
+                "notification",
+                "en",
+                sender,
+                subject.format(n=n),
+                text.format(n=n),
+                bulk=True,
+                headers=headers,
+                category=category,
+            )
+        )
     return emails
 
 
@@ -498,7 +731,58 @@ def _receipts() -> list[LabelledEmail]:
             "Track your parcel: https://shop.example.com/track\nQuestions? Visit our help centre.\n"
             "Shop Example GmbH, Hauptstraße 1, 10115 Berlin"
         )
-        emails.append(LabelledEmail("receipt", "en", "Shop <orders@shop.example.com>", f"Order {n}", text, bulk=True))
+        # The shop's mailing service adds List-Unsubscribe to every message; Gmail files receipts under Updates,
+        # which the bulk rule keeps reading for the bills filed there.
+        emails.append(
+            LabelledEmail(
+                "receipt",
+                "en",
+                "Shop <orders@shop.example.com>",
+                f"Order {n}",
+                text,
+                bulk=True,
+                headers=_MAILING_SERVICE,
+                category="updates",
+            )
+        )
+    return emails
+
+
+def _transactional() -> list[LabelledEmail]:
+    """Machine-sent mail that asks something: a bill (its mailing service adds List-Unsubscribe), a form to
+    sign (the signing service marks it auto-generated). The bulk rule must read every one."""
+    emails = []
+    for n in range(8):
+        ask = f"Please pay invoice {12_345 + n} of 84.20 EUR by December 5."
+        emails.append(
+            LabelledEmail(
+                "transactional",
+                "en",
+                "City Power <billing@citypower.example>",
+                f"Your invoice {12_345 + n} is ready",
+                f"Hello,\n\nyour electricity bill for November is ready.\n{ask}\n"
+                "Pay online: https://citypower.example/pay\n\nCity Power Billing\n"
+                "You receive this email because you are a City Power customer. Manage email preferences.",
+                asks=(ask,),
+                headers=_MAILING_SERVICE,
+                category="updates" if n % 2 else "focused",
+            )
+        )
+    for n in range(6):
+        ask = "Please review and sign the lease agreement by Friday."
+        emails.append(
+            LabelledEmail(
+                "transactional",
+                "en",
+                "Signing service <dse@sign.example>",
+                f"Please sign: Lease agreement {n}",
+                f"Dana Estate sent you a document to review and sign.\n\n{ask}\n"
+                "Review document: https://sign.example/envelope\n\nDo not share this email.",
+                asks=(ask,),
+                headers=_AUTOMATIC,
+                category="personal" if n % 2 else "updates",
+            )
+        )
     return emails
 
 
@@ -516,6 +800,8 @@ def _secrets() -> list[LabelledEmail]:
                 "If you did not ask for it, ignore this email.",
                 secrets=(code,),
                 bulk=True,
+                headers=_AUTOMATIC,
+                category="updates",
             )
         )
     for n in range(8):
@@ -531,10 +817,12 @@ def _secrets() -> list[LabelledEmail]:
                 f"Temporary password: {password}\n{ask}\n\nThanks,\nIT Desk",
                 asks=(ask,),
                 secrets=(password,),
+                headers=_AUTOMATIC,  # the ticketing system's
             )
         )
     for n in range(6):
-        card = f"4111 1111 1111 {1111 + n:04d}"
+        number = f"411111111111{111 + n:03d}"
+        card = " ".join((number + luhn.calc_check_digit(number))[i : i + 4] for i in range(0, 16, 4))
         ask = "Could you book the Berlin flights for the team with the company card?"
         emails.append(
             LabelledEmail(
@@ -548,7 +836,9 @@ def _secrets() -> list[LabelledEmail]:
             )
         )
     for n in range(6):
-        iban = f"DE89 3704 0044 0532 0130 {n:02d}"
+        bban = f"37040044053201300{n}"
+        account = f"DE{iban.calc_check_digits('DE00' + bban)}{bban}"
+        number = " ".join(account[i : i + 4] for i in range(0, len(account), 4))
         ask = "Bitte überweisen Sie den Betrag bis zum 15. Dezember."
         emails.append(
             LabelledEmail(
@@ -557,15 +847,98 @@ def _secrets() -> list[LabelledEmail]:
                 "Buchhaltung <rechnung@lieferant.example>",
                 f"Rechnung 2026-{n}",
                 f"Sehr geehrte Damen und Herren,\n\nanbei unsere Rechnung 2026-{n} über 1.200,00 EUR.\n{ask}\n"
-                f"IBAN: {iban}\nBIC: COBADEFFXXX\n\nMit freundlichen Grüßen\nLieferant GmbH",
+                f"IBAN: {number}\nBIC: COBADEFFXXX\n\nMit freundlichen Grüßen\nLieferant GmbH",
                 asks=(ask,),
-                secrets=(iban,),
+                secrets=(number,),
+                headers=_MAILING_SERVICE if n % 2 else _AUTOMATIC,  # their accounting system's
+                category="updates" if n % 2 else "personal",
             )
         )
-    return emails
+    return [*emails, *_more_secrets()]
+
+
+def _more_secrets() -> list[LabelledEmail]:
+    """Keys, tokens and codes of other shapes and languages, some next to an ask."""
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJzdXBwb3J0LTQyIn0.x7Yq2Lr0cT5wWmZpE1kS9dHfVbN3aJ6uQ8gRoI4sMtA"
+    return [
+        LabelledEmail(
+            "secret",
+            "en",
+            "Ops <ops@acme.example>",
+            "Staging keys",
+            "Hi John,\n\nCould you rotate the staging keys before the release on Thursday?\n"
+            "Current Stripe key: sk_live_51HqLyjWDarjtT1zdp7dcXYZab\nAWS: AKIAIOSFODNN7EXAMPLE\n"
+            "api_key=8f14e45fceea167a5a36dedd4bea2543\n\nThanks,\nOps",
+            asks=("Could you rotate the staging keys before the release on Thursday?",),
+            secrets=("sk_live_51HqLyjWDarjtT1zdp7dcXYZab", "AKIAIOSFODNN7EXAMPLE", "8f14e45fceea167a5a36dedd4bea2543"),
+        ),
+        LabelledEmail(
+            "secret",
+            "en",
+            "Support <support@vendor.example>",
+            "Ticket 4211: API access",
+            f"Hello,\n\nplease test the export again with this header:\nAuthorization: Bearer {jwt}\n"
+            "Let us know the result.\n\nVendor Support",
+            asks=("please test the export again with this header:",),
+            secrets=(jwt,),
+        ),
+        LabelledEmail(
+            "secret",
+            "en",
+            "Dev <dev@acme.example>",
+            "CI token",
+            "Hi,\nThe CI now uses ghp_1234567890abcdefghijklmnopqrstuvwxyz12 and the Slack hook token "
+            "xoxb-123456789012-1234567890123-AbCdEfGhIjKl.\nCan you update the runbook by Friday?\n\nDev",
+            asks=("Can you update the runbook by Friday?",),
+            secrets=("ghp_1234567890abcdefghijklmnopqrstuvwxyz12", "xoxb-123456789012-1234567890123-AbCdEfGhIjKl"),
+        ),
+        LabelledEmail(
+            "secret",
+            "de",
+            "Bank <noreply@bank.example>",
+            "Ihr Bestätigungscode",
+            "Ihr Bestätigungscode lautet 736104.\nEr ist 10 Minuten gültig.",
+            secrets=("736104",),
+            bulk=True,
+            headers=_AUTOMATIC,
+            category="updates",
+        ),
+        LabelledEmail(
+            "secret",
+            "fr",
+            "Service informatique <it@societe.example>",
+            "Votre compte",
+            "Bonjour,\n\nvotre compte est prêt.\nIdentifiant : j.martin\nMot de passe : Hiver2026!x\n"
+            "Merci de changer le mot de passe avant lundi.\n\nLe service informatique",
+            asks=("Merci de changer le mot de passe avant lundi.",),
+            secrets=("Hiver2026!x",),
+            headers=_AUTOMATIC,
+        ),
+        LabelledEmail(
+            "secret",
+            "en",
+            "Security <no-reply@login.example>",
+            "482913 is your sign-in code",
+            "Use 482913 to sign in. G-551902 is your Google verification code.\nDo not share it.",
+            secrets=("482913", "551902"),
+            bulk=True,
+            headers=_AUTOMATIC,
+            category="focused",
+        ),
+    ]
 
 
 def labelled_inbox() -> list[LabelledEmail]:
     """The whole inbox, the same on every call."""
     replies = [_reply(code, variant) for code in _LANGUAGES for variant in range(16)]
-    return [*replies, *_shapes(), *_html_colleagues(), *_newsletters(), *_notifications(), *_receipts(), *_secrets()]
+    return [
+        *replies,
+        *_shapes(),
+        *_cleaning_shapes(),
+        *_html_colleagues(),
+        *_newsletters(),
+        *_notifications(),
+        *_receipts(),
+        *_transactional(),
+        *_secrets(),
+    ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email import message_from_bytes
@@ -17,6 +18,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import html2text
+
+from integrations.mail.html_quotes import without_quoted_html
 
 
 @dataclass(frozen=True)
@@ -42,8 +45,14 @@ def decode_base64url(data: str) -> bytes:
         return b""
 
 
+# html2text writes Markdown and escapes what would read as Markdown at a line's start ("1." "-" "+"); the text
+# is read as plain text, where "\---------- Forwarded message" would hide a quote header.
+_MARKDOWN_ESCAPE = re.compile(r"^(\s*\d*)\\([-+.])", re.MULTILINE)
+
+
 def html_to_text(html: str) -> str:
-    """Readable text of an HTML email: links kept inline (not as footnotes), images and emphasis dropped."""
+    """Readable text of an HTML email, without the quotes its mail client marked (`html_quotes`): links kept
+    inline (not as footnotes), images and emphasis dropped."""
     converter = html2text.HTML2Text()
     converter.body_width = 0  # no hard wrapping; the reader decides
     converter.ignore_images = True
@@ -51,7 +60,8 @@ def html_to_text(html: str) -> str:
     converter.inline_links = True
     converter.skip_internal_links = True
     converter.unicode_snob = True
-    return str(converter.handle(html)).replace("\xa0", " ").strip()
+    text = str(converter.handle(without_quoted_html(html)))
+    return _MARKDOWN_ESCAPE.sub(r"\1\2", text).replace("\xa0", " ").strip()
 
 
 def _decode(data: bytes, charset: str | None) -> str:

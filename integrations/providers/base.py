@@ -26,6 +26,12 @@ class Email:
     # The RFC 5322 Message-ID, without its angle brackets: the same message reaching two mailboxes has the
     # same one (empty when the message has none).
     internet_message_id: str = ""
+    # The headers that say whether the mail is list, bulk or automatic mail (`integrations.mail.bulk`:
+    # List-Unsubscribe, List-Id, Precedence, Auto-Submitted), by lower-cased name, bounded; only those.
+    list_headers: dict[str, str] = field(default_factory=dict, hash=False)
+    # How the provider sorted the mail: Gmail's category ("personal", "updates", "promotions", "social",
+    # "forums"), Outlook's inference ("focused", "other"); "" when it gave none.
+    provider_category: str = ""
 
 
 @dataclass(frozen=True)

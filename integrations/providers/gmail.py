@@ -22,6 +22,7 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 from googleapiclient.http import BatchHttpRequest
 
+from integrations.mail.bulk import bulk_headers
 from integrations.mail.mime import gmail_body_attachment_id, parse_gmail_payload
 from integrations.providers.base import (
     CursorExpired,
@@ -50,6 +51,14 @@ _RATE_LIMIT_REASONS = {
 _AUTH_REASONS = {"authError", "insufficientPermissions", "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "UNAUTHENTICATED"}
 # A resync lists at most this many ids to count what it does not read (the ids of ~100k messages).
 RESYNC_COUNT_LIMIT = 100_000
+# Gmail's inbox categories (its tabs), as `Email.provider_category` names them.
+_CATEGORIES = {
+    "CATEGORY_PERSONAL": "personal",
+    "CATEGORY_UPDATES": "updates",
+    "CATEGORY_PROMOTIONS": "promotions",
+    "CATEGORY_SOCIAL": "social",
+    "CATEGORY_FORUMS": "forums",
+}
 # OSError covers timeouts and refused or reset connections.
 _TRANSPORT_ERRORS = (httplib2.HttpLib2Error, TransportError, OSError)
 
@@ -383,10 +392,20 @@ class GmailProvider:
             body_text=text.body_text,
             web_link=self.web_link(str(message["id"])),
             internet_message_id=text.message_id,
+            list_headers=bulk_headers(
+                (str(header.get("name", "")), str(header.get("value", "")))
+                for header in (message.get("payload") or {}).get("headers") or []
+            ),
+            provider_category=gmail_category(message.get("labelIds") or []),
         )
 
     def web_link(self, message_id: str) -> str:
         return gmail_web_link(self.address, message_id)
+
+
+def gmail_category(label_ids: list[str]) -> str:
+    """The inbox category (tab) Gmail filed a message under, from its labels; "" when it has none."""
+    return next((_CATEGORIES[label] for label in label_ids if label in _CATEGORIES), "")
 
 
 def gmail_web_link(address: str | None, message_id: str) -> str:

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import requests
 from django.conf import settings
 
+from integrations.mail.bulk import bulk_headers
 from integrations.mail.mime import html_to_text, message_id_key
 from integrations.providers.base import (
     CursorExpired,
@@ -33,8 +34,12 @@ from integrations.providers.base import (
 
 logger = logging.getLogger(__name__)
 
-# Only what Email needs: Graph then sends neither recipients nor the rest of the message.
-MESSAGE_FIELDS = ("subject", "from", "receivedDateTime", "body", "webLink", "conversationId", "internetMessageId")
+# Only what Email needs: Graph then sends neither recipients nor the rest of the message. The internet
+# headers (Graph sends them only when selected) are read for the few that say bulk mail (`Email.list_headers`).
+MESSAGE_FIELDS = (
+    "subject", "from", "receivedDateTime", "body", "webLink", "conversationId", "internetMessageId",
+    "inferenceClassification", "internetMessageHeaders",
+)  # fmt: skip
 # The delta lists ids and received times only: bodies are read in $batch for the mail that is read, so a
 # first sync of a large inbox, or a resync, holds ids, not bodies. Options are fixed by the first request
 # of a delta (Graph encodes them in its links), and no $filter: a message moved into the Inbox must show
@@ -382,6 +387,12 @@ class OutlookProvider:
             body_text=text.replace("\r\n", "\n").strip(),
             web_link=_web_link(message.get("webLink"), message_id),
             internet_message_id=message_id_key(str(message.get("internetMessageId") or "")),
+            list_headers=bulk_headers(
+                (str(header.get("name", "")), str(header.get("value", "")))
+                for header in message.get("internetMessageHeaders") or []
+                if isinstance(header, dict)
+            ),
+            provider_category=_inference(message.get("inferenceClassification")),
         )
 
 
@@ -402,6 +413,12 @@ def outlook_web_link(message_id: str) -> str:
     """Opens the message in Outlook on the web."""
     item = quote(message_id, safe="")
     return f"https://outlook.office365.com/owa/?ItemID={item}&exvsurl=1&viewmodel=ReadMessageItem"
+
+
+def _inference(value: Any) -> str:
+    """Outlook's Focused/Other sorting, as `Email.provider_category` names it; "" when Graph gave none."""
+    name = str(value or "").lower()
+    return name if name in ("focused", "other") else ""
 
 
 def _received(value: Any) -> datetime | None:

@@ -18,6 +18,13 @@ def test_consent_page_says_what_is_sent_and_what_is_not(client: Client, user: Us
     assert "No consent" in body
 
 
+def test_consent_page_says_secrets_are_replaced_before_anything_is_sent(client: Client, user: User) -> None:
+    client.force_login(user)
+    body = client.get("/consent/").content.decode()
+    assert "one-time codes, passwords, card numbers, IBANs" in body
+    assert "replaced by placeholders such as [password]" in body
+
+
 def test_granting_records_the_text_version_and_time(client: Client, user: User) -> None:
     client.force_login(user)
     response = client.post("/consent/", {"action": "grant"})

@@ -94,9 +94,7 @@ def test_a_long_call_never_costs_a_live_runner_its_lease(
 def test_a_runner_whose_lock_connection_was_dropped_stops_before_its_next_batch(
     gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
-    settings.EXTRACTION_LLM_CONCURRENCY = (
-        1  # one call at a time: "its next batch" is one call (parallel: test_parallel)
-    )
+    settings.EXTRACTION_LLM_CONCURRENCY = 1  # one call at a time (in parallel: test_parallel.py)
     for n in range(25):
         gmail.deliver(ask(n))
     sandbox.set_gemini_latency(700)
@@ -177,9 +175,7 @@ def test_the_reaper_gives_up_a_run_whose_worker_keeps_dying(consenting_user: Use
 def test_revoking_consent_stops_the_run_before_its_next_batch(
     gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
-    settings.EXTRACTION_LLM_CONCURRENCY = (
-        1  # one call at a time: "its next batch" is one call (parallel: test_parallel)
-    )
+    settings.EXTRACTION_LLM_CONCURRENCY = 1  # one call at a time (in parallel: test_parallel.py)
     for n in range(25):
         gmail.deliver(ask(n))
     before = gmail.cursor
@@ -201,9 +197,7 @@ def test_revoking_consent_stops_the_run_before_its_next_batch(
 def test_a_stale_runner_cannot_commit_and_no_task_is_duplicated(
     gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
-    settings.EXTRACTION_LLM_CONCURRENCY = (
-        1  # one call at a time: "its next batch" is one call (parallel: test_parallel)
-    )
+    settings.EXTRACTION_LLM_CONCURRENCY = 1  # one call at a time (in parallel: test_parallel.py)
     for n in range(25):
         gmail.deliver(ask(n))
     sandbox.set_gemini_latency(500)
@@ -269,8 +263,9 @@ def test_a_cursor_changed_during_the_run_is_not_overwritten(
 
 
 def test_no_mail_is_fetched_after_consent_is_revoked(
-    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
+    settings.EXTRACTION_LLM_CONCURRENCY = 1  # one call at a time (in parallel: test_parallel.py)
     for n in range(25):  # bodies come in chunks of 20: batch 3 needs a second fetch
         gmail.deliver(ask(n))
     sandbox.set_gemini_latency(700)

@@ -75,6 +75,8 @@ def test_api_reads_the_run_record(client: Client, gmail: GmailBox, consenting_us
         "tasks_created": 1,
         "quarantined": 0,
         "cut_to_fit": 0,
+        "skipped_bulk": 0,
+        "secrets_redacted": 0,
     }
     assert record["llm"]["calls"] == 1
 

@@ -163,6 +163,48 @@ IN_EACH_LANGUAGE = {
 }
 
 
+# Lines that look like a quote header in some language, in mail whose asks follow them: headers are looked
+# for in every language at once, so each must look like a header as a whole.
+LOOKS_LIKE_A_QUOTE_HEADER = {
+    "polish_from_to_dates": "Cześć,\nUrlop:\nOd: 1 grudnia\nDo: 5 grudnia\nTemat: wyjazd\nProszę zarezerwować hotel.",
+    "spanish_from_to_days": "Hola,\nTurnos de la semana:\nDe: lunes\nA: viernes\n¿Puedes cubrir el turno del martes?",
+    "a_form_to_fill_in": "Please file the ticket with:\nSubject: Q3 report\nTo: finance@example.com\nand copy me.",
+    "an_english_line_with_wrote": "In 2024 the auditor wrote:\nthe numbers are fine.\nCan you check them again?",
+    "a_japanese_dated_heading": "2026年12月1日の会議:\n資料を金曜日までに送ってください。",
+    "a_quoted_line_introduced_by_the_person": "Can you check what Carol wrote on 24 Nov?\n> The figures are final.",
+    "a_forward_phrase_without_a_header": "Begin forwarded message:\nPlease read it and tell me what you think.",
+}
+
+
+@pytest.mark.parametrize("body", LOOKS_LIKE_A_QUOTE_HEADER.values(), ids=LOOKS_LIKE_A_QUOTE_HEADER)
+def test_a_line_that_only_looks_like_a_quote_header_cuts_nothing(body):
+    own_lines = [line for line in body.splitlines() if not line.startswith(">")]
+    cleaned = clean_body(body, max_chars=4_000)
+    assert cleaned.splitlines() == own_lines
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "W dniu 24.11.2026 o 10:00 Jan Kowalski <jan@example.pl> napisał(a):",
+        "ma 24.11.2026 klo 10.00 Pekka <pekka@example.fi> kirjoitti:",
+        "Péter <peter@example.hu> ezt írta (időpont: 2026. nov. 24., H, 10:00):",
+        "24 nov. 2026 kl. 10:00 skrev Per <per@example.se>:",
+        "On 24/11/2026 10:00, Carol wrote",
+    ],
+)
+def test_the_line_just_above_a_quote_header_stays_the_persons(header):
+    # Gmail wraps a long header over two lines, so two lines are tried together: never the person's line with
+    # the header under it.
+    body = f"Can you send the minutes by Friday\n{header}\n> The meeting went well."
+    assert clean_body(body, max_chars=4_000) == "Can you send the minutes by Friday"
+
+
+def test_a_line_that_asks_is_never_taken_for_the_attribution_of_the_quote_below_it():
+    body = "Please write to Carol <carol@example.com> by 24 Nov\n> Who has the contract?"
+    assert clean_body(body, max_chars=4_000) == "Please write to Carol <carol@example.com> by 24 Nov"
+
+
 @pytest.mark.parametrize(
     ("body", "asks", "removed"),
     [*SEEN_IN_REAL_MAIL.values(), *IN_EACH_LANGUAGE.values()],

@@ -1,0 +1,202 @@
+"""What mail clients write, language by language: quote headers, sign-offs, a phone's signature line.
+
+The quote headers are what Gmail, Apple Mail, Thunderbird and Outlook write in the client's own language;
+each pattern here has its fixture under tests/fixtures/mail/. Sign-offs and "Sent from" lines are what
+people and phones write; `clean.py` applies them only in the email's own languages. `ASK` is what reads as
+an ask in any of them: a cut never drops it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Language:
+    # The "On <date>, <name> wrote" line of Gmail, Apple Mail and Thunderbird, without its final colon. It
+    # must match a whole line (or two, as Gmail wraps it), and a digit must be in it.
+    wrote: tuple[str, ...]
+    # Outlook's header block (and the block of a forward): the "From" field names, then the others.
+    from_fields: tuple[str, ...]
+    fields: tuple[str, ...]
+    # Apple Mail's line above a forwarded message's header block.
+    forwarded: tuple[str, ...]
+    signoffs: tuple[str, ...]
+    sent_from: str  # a phone's signature line
+
+
+LANGUAGES: dict[str, Language] = {
+    "en": Language(
+        (r"On\b.+\bwrote",),
+        ("From",),
+        ("Sent", "Date", "To", "Cc", "Bcc", "Subject", "Reply-To"),
+        ("Begin forwarded message",),
+        (
+            r"Thanks(?: again| a lot| so much)?",
+            "Thank you",
+            "Many thanks",
+            "Cheers",
+            "Best",
+            "Regards",
+            r"(?:Best|Kind|Warm|Warmest|Many) regards",
+            "Best wishes",
+            "All the best",
+            r"(?:Yours )?sincerely",
+            "Yours truly",
+            "Talk soon",
+            "Thx",
+            "BR",
+        ),
+        r"Sent from my|Get Outlook for",
+    ),
+    "de": Language(
+        (r"Am\b.+\bschrieb\b.*",),
+        ("Von",),
+        ("Gesendet", "Datum", "An", "Cc", "Kopie", "Betreff", "Antwort an"),
+        (r"Anfang der weitergeleiteten (?:Nachricht|E-Mail)",),
+        (
+            r"Mit freundlichen Gr(?:ü|ue)(?:ß|ss)en",
+            r"(?:Freundliche|Viele|Beste|Liebe|Herzliche) Gr(?:ü|ue)(?:ß|ss)e",
+            r"Gr(?:ü|ue)(?:ß|ss)e",
+            r"Gru(?:ß|ss)",
+            "MfG",
+            "LG",
+            "VG",
+            "Danke",
+            "Vielen Dank",
+        ),
+        r"Gesendet von meinem|Von meinem \w+ gesendet",
+    ),
+    "fr": Language(
+        (r"Le\b.+\ba écrit",),
+        ("De",),
+        ("Envoyé", "Date", "À", "A", "Pour", "Cc", "Objet", "Sujet", "Répondre à"),
+        (r"Début du message (?:réexpédié|transféré)",),
+        (
+            r"(?:Bien )?cordialement",
+            "Bien à vous",
+            r"(?:Meilleures )?salutations",
+            r"Merci(?: beaucoup)?",
+            "Bonne journée",
+            "Amicalement",
+            "Bises",
+        ),
+        r"Envoyé de mon|Envoyé depuis",
+    ),
+    "es": Language(
+        (r"El\b.+\bescribió",),
+        ("De", "Remitente"),
+        ("Enviado el", "Enviado", "Fecha", "Para", "CC", "CCO", "Asunto", "Responder a"),
+        ("Inicio del mensaje reenviado",),
+        (r"(?:Un )?saludos?(?: cordiales)?", "Atentamente", "Cordialmente", r"(?:Muchas )?gracias", "Un abrazo"),
+        r"Enviado desde mi",
+    ),
+    "it": Language(
+        (r"Il\b.+\bha scritto",),
+        ("Da", "Mittente"),
+        ("Inviato", "Data", "A", "Cc", "Oggetto", "Rispondi a"),
+        ("Inizio messaggio inoltrato",),
+        (r"(?:Cordiali|Distinti) saluti", "Saluti", "Un saluto", r"Grazie(?: mille)?", "A presto"),
+        r"Inviato da",
+    ),
+    "pt": Language(
+        (r"Em\b.+\bescreveu",),
+        ("De", "Remetente"),
+        ("Enviado em", "Enviada em", "Enviado", "Enviada", "Data", "Para", "Cc", "Assunto", "Responder a"),
+        (r"Início da mensagem (?:reencaminhada|encaminhada)",),
+        (
+            "Atenciosamente",
+            r"(?:Melhores )?cumprimentos",
+            r"Abraços?",
+            r"Obrigad[oa]",
+            "Muito obrigad[oa]",
+            "Saudações",
+            "Att",
+        ),
+        r"Enviado do meu",
+    ),
+    "nl": Language(
+        (r"Op\b.+\bschreef\b.*", r"Op\b.+\bheeft\b.+\bhet volgende geschreven"),
+        ("Van", "Afzender"),
+        ("Verzonden", "Datum", "Aan", "CC", "Onderwerp", "Antwoord aan"),
+        ("Begin doorgestuurd bericht",),
+        (
+            r"(?:Met )?vriendelijke groet(?:en)?",
+            r"(?:Hartelijke )?groet(?:en)?",
+            "Bedankt",
+            "Dank je",
+            "Dank u",
+            "Mvg",
+            "Gr",
+        ),
+        r"Verzonden vanaf mijn|Verstuurd vanaf mijn",
+    ),
+    "pl": Language(
+        (
+            r".*\b(?:napisał\(a\)|napisała|napisał|nadesłał)",  # Gmail: "W dniu <date> <name> napisał(a):"
+            r"W dniu\b.+\bpisze",  # Thunderbird
+            r"Wiadomość napisana przez\b.+\bw dniu\b.+",  # Apple Mail
+        ),
+        ("Od", "Nadawca"),
+        ("Wysłano", "Data", "Do", "Adresat", "DW", "Temat", "Odpowiedź do"),
+        ("Początek przekazywanej wiadomości",),
+        (r"(?:Serdecznie )?pozdrawiam", r"Z powa(?:ż|z)aniem", "Pozdrowienia", "Dziękuję", "Dzięki", "Pozdr"),
+        r"Wysłano z",
+    ),
+    "sv": Language(
+        (r"(?:Den\b.+|.*\d.*)\bskrev\b.*",),
+        ("Från", "Avsändare"),
+        ("Skickat", "Datum", "Till", "Kopia", "Ämne", "Svara till"),
+        (r"Vidarebefordrat (?:brev|mejl|meddelande)",),
+        (r"(?:Med )?vänliga hälsningar", r"(?:Bästa )?hälsningar", "Mvh", r"Tack(?: så mycket)?", r"/\w+"),
+        r"Skickat från min",
+    ),
+    "fi": Language(
+        (r".*\bkirjoitti\b.*",),
+        ("Lähettäjä",),
+        ("Lähetetty", "Päivämäärä", "Vastaanottaja", "Kopio", "Aihe", "Vastausosoite"),
+        ("Välitetty viesti alkaa",),
+        (r"(?:Ystävällisin|Parhain) terveisin", "Terveisin", r"Kiitos(?: paljon)?", "Tervehtien", r"Yst\. terv\."),
+        r"Lähetetty \w+sta",
+    ),
+    "hu": Language(
+        (r".*\bírta\b.*",),  # Gmail: "<name> ezt írta (időpont: <date>)"; Apple Mail: "<date> dátummal … írta"
+        ("Feladó",),
+        ("Elküldve", "Küldve", "Dátum", "Címzett", "Másolatot kap", "Másolat", "Tárgy", "Válaszcím"),
+        ("Továbbított levél kezdete",),
+        (r"(?:Baráti )?üdvözlettel", "Tisztelettel", "Köszönöm", "Köszönettel", "Üdv", "Üdvözlet"),
+        r"\S+ küldve",
+    ),
+    "ja": Language(
+        (
+            r"\d{4}年\d{1,2}月\d{1,2}日.*\d{1,2}:\d{2}.*<[^<>\s]+@[^<>\s]+>",  # Gmail: "<date> <time> <name> <address>"
+            r"\d{4}/\d{1,2}/\d{1,2}.*\d{1,2}:\d{2}.*のメール",  # Apple Mail
+        ),
+        ("差出人", "送信者"),
+        ("送信日時", "日付", "宛先", "CC", "件名"),
+        ("転送されたメッセージ",),
+        (r"(?:以上、)?(?:よろしく|宜しく)お願い(?:いた|致)?します", "ありがとうございます"),
+        r"\S+から送信",
+    ),
+}
+
+# A quote header's attribution line, wherever the quote follows as ">" lines (so that the line need not be
+# certain on its own): a digit, then one of these verbs near its end, the colon optional.
+WROTE_VERBS = (
+    r"wrote|schrieb|a écrit|escribió|ha scritto|escreveu|schreef|geschreven|napisał\(a\)|napisała|napisał|pisze|skrev"
+    r"|kirjoitti|írta|のメール"
+)
+
+# A question, a "please" in one of the languages, or a line that starts with a common imperative. The
+# "please" of the Japanese sign-off (よろしくお願いします) is not an ask.
+ASK = re.compile(
+    r"[?\uff1f]|ください|(?<!よろしく)(?<!宜しく)お願い"
+    r"|\b(?:please|pls|kindly|let me know|make sure|don'?t forget|bitte|merci de|veuillez|s'il (?:te|vous) pla[iî]t|"
+    r"por favor|per favore|alsjeblieft|alstublieft|gelieve|proszę|prosimy|snälla|vänligen|ole hyvä|kérem|kérlek|"
+    r"légy szíves)\b"
+    r"|(?:^|[.!]\s+)(?:send|take|call|check|review|sign|confirm|book|pay|let|remember|forward|reply|update|"
+    r"approve|schedule|share|fill|complete|submit|prepare|bring|arrange|order|print|schick|sende|ruf|"
+    r"envoie[zs]?|appelle[zs]?|envía|manda|invia|envie|stuur|bel|wyślij|skicka|ring|lähetä|soita|küldd?)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
