@@ -748,6 +748,7 @@ class ExtractionPipeline:
                     )
                 # Only the queued ids this run read leave the queue: one replayed meanwhile stays for the next.
                 integration = Integration.objects.select_for_update().get(pk=mailbox.integration.pk)
+                read_queue = set(mailbox.backfill_ids)  # a set: thousands of replayed ids stay linear
                 resynced: dict[str, Any] = {}
                 if mailbox.resync:
                     resynced = {
@@ -757,8 +758,8 @@ class ExtractionPipeline:
                         "resync_not_read": mailbox.not_read,
                     }
                 Integration.objects.filter(pk=integration.pk).update(
-                    backfill_pending=[i for i in integration.backfill_pending if i not in mailbox.backfill_ids],
-                    read_anyway=[i for i in integration.read_anyway if i not in mailbox.backfill_ids],
+                    backfill_pending=[i for i in integration.backfill_pending if i not in read_queue],
+                    read_anyway=[i for i in integration.read_anyway if i not in read_queue],
                     last_success_at=now,
                     failure_count=0,
                     throttle_count=0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import User
@@ -288,23 +290,44 @@ def ledger_known(*, integration_id: int, message_ids: list[str]) -> set[str]:
     )
 
 
-def ledger_replay(*, entries: list[ProcessedEmail]) -> int:
+def ledger_replay(*, entries: Iterable[ProcessedEmail]) -> int:
     """Send quarantined emails through extraction again: drop their ledger rows and queue their ids on
-    the mailbox, so the next run fetches them by id (the cursor has moved past them). Returns how many."""
+    the mailbox, so the next run fetches them by id (the cursor has moved past them). Returns how many.
+
+    Four statements however many emails (the mailboxes page replays thousands at once): lock the few
+    mailboxes, forget the emails' failed reads, append the ids to each mailbox's queue (merged here, under
+    the lock, so an id is queued once), delete the ledger rows."""
     from integrations.models import Integration
 
     quarantined = [e for e in entries if e.outcome == ProcessedEmail.Outcome.QUARANTINED]
+    if not quarantined:
+        return 0
+    by_integration: dict[int, list[str]] = {}
+    for entry in quarantined:
+        by_integration.setdefault(entry.integration_id, []).append(entry.message_id)
+    now = timezone.now()
     with transaction.atomic():
-        # A replayed email starts its count of failed reads afresh.
-        for entry in quarantined:
-            FetchFailure.objects.filter(integration_id=entry.integration_id, message_id=entry.message_id).delete()
-        for entry in quarantined:
-            integration = Integration.objects.select_for_update().get(pk=entry.integration_id)
-            if entry.message_id not in integration.backfill_pending:
-                integration.backfill_pending = [*integration.backfill_pending, entry.message_id]
-                integration.save(update_fields=["backfill_pending", "updated_at"])
-            entry.delete()
-    return len(quarantined)
+        # A run's cursor commit rewrites the queue under the same lock, keeping the ids it did not read, so
+        # none queued here is lost. In id order, so two replays never wait on each other crosswise.
+        integrations = list(
+            Integration.objects.select_for_update()
+            .filter(pk__in=by_integration)
+            .order_by("pk")
+            .only("pk", "backfill_pending")
+        )
+        pairs = Q()
+        for integration_id, message_ids in by_integration.items():
+            pairs |= Q(integration_id=integration_id, message_id__in=message_ids)
+        FetchFailure.objects.filter(pairs).delete()  # a replayed email starts its count of failed reads afresh
+        for integration in integrations:
+            queued = list(integration.backfill_pending)
+            integration.backfill_pending = list(dict.fromkeys([*queued, *by_integration[integration.pk]]))
+            integration.updated_at = now
+        Integration.objects.bulk_update(integrations, ["backfill_pending", "updated_at"])
+        deleted, _ = ProcessedEmail.objects.filter(
+            pk__in=[e.pk for e in quarantined], outcome=ProcessedEmail.Outcome.QUARANTINED
+        ).delete()
+    return deleted
 
 
 def ledger_read_anyway(*, entry: ProcessedEmail) -> bool:

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
+from config.pagination import EstimatedCountPaginator
 from integrations.models import Integration, PushChannel, SyncCursor
 
 
@@ -34,7 +35,11 @@ class IntegrationAdmin(admin.ModelAdmin[Integration]):
 
     list_display = ("account_address", "provider", "user", "status", "last_success_at", "failure_count")
     list_filter = ("provider", "status")
-    search_fields = ("account_address", "user__email")
+    # Whole addresses: a mailbox per person, so a list as long as the people; never counted in full.
+    search_fields = ("=account_address", "=user__email")
+    search_help_text = "The mailbox's address, or its owner's."
+    show_full_result_count = False
+    paginator = EstimatedCountPaginator
     exclude = ("credentials_encrypted",)
     readonly_fields = (
         "user",
@@ -56,7 +61,10 @@ class IntegrationAdmin(admin.ModelAdmin[Integration]):
 class SyncCursorAdmin(admin.ModelAdmin[SyncCursor]):
     list_display = ("integration", "purpose", "generation", "updated_at")
     list_filter = ("purpose", "integration__provider")
-    search_fields = ("integration__account_address", "integration__user__email")
+    search_fields = ("=integration__account_address", "=integration__user__email")
+    search_help_text = "The mailbox's address, or its owner's."
+    show_full_result_count = False
+    paginator = EstimatedCountPaginator
     list_select_related = ("integration",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

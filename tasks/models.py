@@ -1,9 +1,17 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
+from django.db.models import F
 
 from config.models import TimeStampedModel
+
+# The words an operator searches tasks by in the admin, and how they are split into words: "simple" keeps
+# every word as written (lower-cased), in any language, without stemming.
+ADMIN_SEARCH_FIELDS = ("title", "email_subject", "email_sender")
+ADMIN_SEARCH_CONFIG = "simple"
 
 
 class Task(TimeStampedModel):
@@ -61,7 +69,21 @@ class Task(TimeStampedModel):
         ]
         indexes = [
             models.Index(fields=["user", "status", "-created_at"]),
-            models.Index(fields=["user", "status", "due_date"]),
+            # The task list's orders (tasks/selectors.py), so a page is read in order and stops at its end.
+            models.Index(
+                F("user"),
+                F("status"),
+                F("due_date").asc(nulls_last=True),
+                F("email_received_at").desc(nulls_last=True),
+                F("created_at").desc(),
+                F("id").desc(),
+                name="task_open_order",
+            ),
+            models.Index(F("user"), F("status"), F("updated_at").desc(), F("id").desc(), name="task_closed_order"),
+            # The admin's: its changelist (newest first) and its search (tasks/admin.py).
+            models.Index(F("created_at").desc(), F("id").desc(), name="task_newest"),
+            models.Index(fields=["source_id"], name="task_source_id"),
+            GinIndex(SearchVector(*ADMIN_SEARCH_FIELDS, config=ADMIN_SEARCH_CONFIG), name="task_admin_search"),
         ]
 
     def __str__(self) -> str:

@@ -1,11 +1,33 @@
 from __future__ import annotations
 
-from django.db.models import Count, F, Max, Q, QuerySet
+from datetime import date
+
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 
 from accounts.models import User
 from config.errors import NotFoundError
-from tasks.models import Task
+from config.pagination import Keyset, KeysetPage, SortKey, keyset_page
+from tasks.models import ADMIN_SEARCH_CONFIG, ADMIN_SEARCH_FIELDS, Task, TaskLink
 from tasks.services import db_text
+
+# The orders of the list (each served by an index of tasks/models.py, after user and status): open tasks
+# by due date (soonest first), then those without one by their email's received time (newest first);
+# done and dismissed ones by when they were closed.
+OPEN_ORDER = Keyset(
+    Task,
+    (
+        SortKey("due_date", nullable=True),
+        SortKey("email_received_at", descending=True, nullable=True),
+        SortKey("created_at", descending=True),
+        SortKey("id", descending=True),
+    ),
+)
+CLOSED_ORDER = Keyset(Task, (SortKey("updated_at", descending=True), SortKey("id", descending=True)))
+
+
+def task_list_order(*, status: str | None) -> Keyset[Task]:
+    return CLOSED_ORDER if status and status != Task.Status.OPEN else OPEN_ORDER
 
 
 def task_list(
@@ -16,9 +38,52 @@ def task_list(
     integration_id: int | None = None,
     source: str = "",
 ) -> QuerySet[Task]:
-    """The person's tasks in the order that matters: by due date (soonest first), then those without one
-    by their email's received time (newest first); done and dismissed ones by when they were closed.
-    `query` searches the title, notes, sender and subject."""
+    """The person's tasks in the order that matters (`task_list_order`). `query` searches the title, notes,
+    sender and subject."""
+    return _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source).order_by(
+        *task_list_order(status=status).order_by()
+    )
+
+
+def task_page(
+    *,
+    user: User,
+    status: str = Task.Status.OPEN,
+    query: str = "",
+    integration_id: int | None = None,
+    source: str = "",
+    size: int,
+    after: str = "",
+    up_to: str = "",
+    up_to_limit: int = 0,
+) -> KeysetPage[Task]:
+    """A page of `task_list`: `size` tasks after the cursor `after` (from the first without it); or, for a
+    list that loaded several pages and shows them again, every task as far as the cursor `up_to` (at most
+    `up_to_limit`). Raises InvalidCursor for a cursor that is not one."""
+    tasks = _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source)
+    keyset = task_list_order(status=status)
+    return keyset_page(tasks, keyset, size=size, after=after, up_to=up_to, up_to_limit=up_to_limit)
+
+
+def task_due_counts(
+    *, user: User, query: str = "", integration_id: int | None = None, source: str = "", today: date
+) -> dict[str, int]:
+    """How many open tasks are overdue, due today, upcoming and without a date (one statement), for the
+    headings of a list that shows only its first page."""
+    tasks = _filtered(user=user, status=Task.Status.OPEN, query=query, integration_id=integration_id, source=source)
+    return tasks.aggregate(
+        overdue=Count("pk", filter=Q(due_date__lt=today)),
+        today=Count("pk", filter=Q(due_date=today)),
+        upcoming=Count("pk", filter=Q(due_date__gt=today)),
+        no_date=Count("pk", filter=Q(due_date__isnull=True)),
+    )
+
+
+def task_count(*, user: User, status: str, query: str = "", integration_id: int | None = None, source: str = "") -> int:
+    return _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source).count()
+
+
+def _filtered(*, user: User, status: str | None, query: str, integration_id: int | None, source: str) -> QuerySet[Task]:
     tasks = Task.objects.filter(user=user).select_related("integration").prefetch_related("links__integration")
     if status:
         tasks = tasks.filter(status=status)
@@ -31,17 +96,11 @@ def task_list(
             | Q(email_subject__icontains=words)
         )
     if integration_id is not None:
-        tasks = tasks.filter(links__integration_id=integration_id).distinct()
+        # EXISTS, not a join: a task is listed once, and the list's index order still serves the page.
+        tasks = tasks.filter(Exists(TaskLink.objects.filter(task=OuterRef("pk"), integration_id=integration_id)))
     if source:
         tasks = tasks.filter(source=source)
-    if status and status != Task.Status.OPEN:
-        return tasks.order_by(F("updated_at").desc(), "-id")
-    return tasks.order_by(
-        F("due_date").asc(nulls_last=True),
-        F("email_received_at").desc(nulls_last=True),
-        "-created_at",
-        "-id",
-    )
+    return tasks
 
 
 def task_get(*, user: User, task_id: int) -> Task:
@@ -58,3 +117,33 @@ def task_list_version(*, user: User) -> str:
     stats = Task.objects.filter(user=user).aggregate(latest=Max("updated_at"), n=Count("id"))
     latest = stats["latest"]
     return f"{stats['n']}.{int(latest.timestamp() * 1_000_000) if latest else 0}"
+
+
+# The admin's search ---------------------------------------------------------------------------------
+
+MAX_SEARCH_TERMS = 10
+
+
+def task_admin_search(*, tasks: QuerySet[Task], text: str) -> QuerySet[Task]:
+    """The tasks an operator's search finds, each term through an index: a word of the title, subject or
+    sender, or the beginning of one (the words index); a person's email address; a provider message id.
+    Every term must match (as in Django's own admin search). The people are looked up first, so that
+    each term is an OR of index scans and never a scan of the table."""
+    terms = [db_text(term)[:200] for term in text.split()[:MAX_SEARCH_TERMS]]
+    addresses = [term.lower() for term in terms if "@" in term]
+    people = dict(User.objects.filter(email__in=addresses).values_list("email", "pk")) if addresses else {}
+    # The very expression of the words index (tasks/models.py), so that PostgreSQL uses it.
+    tasks = tasks.alias(admin_words=SearchVector(*ADMIN_SEARCH_FIELDS, config=ADMIN_SEARCH_CONFIG))
+    for term in terms:
+        words = SearchQuery(_prefix_query(term), search_type="raw", config=ADMIN_SEARCH_CONFIG)
+        person = [people[term.lower()]] if term.lower() in people else []
+        # The cheap tests first: PostgreSQL evaluates an OR in order and stops at the first true one, so a
+        # person's tasks are counted without reading their words.
+        tasks = tasks.filter(Q(user_id__in=person) | Q(source_id=term) | Q(admin_words=words))
+    return tasks
+
+
+def _prefix_query(term: str) -> str:
+    """`term` as a tsquery of words beginning so: quoted, so no character of it is tsquery syntax."""
+    quoted = term.replace("\\", "\\\\").replace("'", "''")
+    return f"'{quoted}':*"

@@ -1,10 +1,12 @@
-"""The task list pages: list, group, search and filter; add, edit in place, done / dismiss with undo, bulk;
-and the cheap endpoint an open list polls to show new tasks and runs without a reload."""
+"""The task list pages: list, group, search and filter, a page at a time ("Load more"); add, edit in place,
+done / dismiss with undo, bulk; and the cheap endpoint an open list polls to show new tasks and runs
+without a reload."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -20,16 +22,19 @@ from accounts.models import User
 from accounts.selectors import consent_current
 from config.errors import ApplicationError
 from config.http import is_htmx, request_user
+from config.pagination import InvalidCursor
 from extraction.models import ExtractionRun
 from extraction.selectors import run_latest
 from integrations.models import Integration
 from integrations.selectors import integration_list
 from tasks.forms import TaskEditForm, TaskForm
 from tasks.models import Task
-from tasks.selectors import task_get, task_list, task_list_version
+from tasks.selectors import task_count, task_due_counts, task_get, task_list_version, task_page
 from tasks.services import task_bulk_set_status, task_create, task_set_status, task_update
 
-LIST_LIMIT = 200
+PAGE_SIZE = 50  # tasks a page shows; "Load more" (or scrolling to it) appends the next
+REFRESH_LIMIT = 500  # tasks a list that loaded several pages shows again when it refreshes itself
+MAX_CURSOR_CHARS = 300
 UNDO_SESSION_KEY = "task_undo"
 
 # Filters ------------------------------------------------------------------------------------------
@@ -59,11 +64,16 @@ class Filters:
     @property
     def querystring(self) -> str:
         """'?status=done&q=…' with only what differs from the default (the empty string when nothing does)."""
+        return self.querystring_with()
+
+    def querystring_with(self, **extra: str) -> str:
+        """The querystring, with `extra` parameters (a page's cursor) after the filters."""
         params = {
             "status": self.status if self.status != Task.Status.OPEN else "",
             "q": self.query,
             "mailbox": str(self.mailbox) if self.mailbox is not None else "",
             "source": self.source,
+            **extra,
         }
         params = {k: v for k, v in params.items() if v}
         return "?" + urlencode(params) if params else ""
@@ -78,9 +88,12 @@ class Group:
     key: str
     label: str
     tasks: list[Task] = field(default_factory=list)
+    continued: bool = False  # the group went on from the page before: its heading is there already
+    count: int | None = None  # all its tasks, on this page and the others
 
 
 GROUP_LABELS = {"overdue": "Overdue", "today": "Today", "upcoming": "Upcoming", "no_date": "No date"}
+CLOSED_LABELS: dict[str, str] = {Task.Status.DONE: "Done", Task.Status.DISMISSED: "Dismissed"}
 
 
 def _due_group(due: date | None, today: date) -> str:
@@ -91,35 +104,67 @@ def _due_group(due: date | None, today: date) -> str:
     return "today" if due == today else "upcoming"
 
 
-def _groups(tasks: list[Task], status: str) -> list[Group]:
+def _groups(tasks: list[Task], filters: Filters, user: User, *, continues: str = "") -> list[Group]:
     """Open tasks by when they are due, "today" in the person's time zone (activated per request); the
-    selector's order (due date, then the email's received time, newest first) holds within each group."""
-    if status != Task.Status.OPEN:
-        label = "Done" if status == Task.Status.DONE else "Dismissed"
-        return [Group(status, label, tasks)] if tasks else []
+    selector's order (due date, then the email's received time, newest first) holds within each group.
+    `continues` is the group the page before ended with. Each heading shown gets its group's count of
+    every page (one statement, and none on a page that starts no group)."""
+    if filters.status != Task.Status.OPEN:
+        if not tasks:
+            return []
+        group = Group(
+            filters.status, CLOSED_LABELS.get(filters.status, ""), tasks, continued=continues == filters.status
+        )
+        if not group.continued:
+            group.count = task_count(user=user, status=filters.status, **_search(filters))
+        return [group]
     today = timezone.localdate()
     groups = {key: Group(key, label) for key, label in GROUP_LABELS.items()}
     for task in tasks:
         groups[_due_group(task.due_date, today)].tasks.append(task)
-    return [group for group in groups.values() if group.tasks]
+    shown = [group for group in groups.values() if group.tasks]
+    if shown and shown[0].key == continues:
+        shown[0].continued = True
+    if any(not group.continued for group in shown):
+        counts = task_due_counts(user=user, today=today, **_search(filters))
+        for group in shown:
+            group.count = counts[group.key]
+    return shown
 
 
-def _list_context(user: User, filters: Filters, integrations: list[Integration] | None = None) -> dict[str, object]:
-    tasks = list(
-        task_list(
-            user=user,
-            status=filters.status,
-            query=filters.query,
-            integration_id=filters.mailbox,
-            source=filters.source,
-        )[:LIST_LIMIT]
+def _search(filters: Filters) -> dict[str, Any]:
+    return {"query": filters.query, "integration_id": filters.mailbox, "source": filters.source}
+
+
+def _list_context(
+    user: User,
+    filters: Filters,
+    integrations: list[Integration] | None = None,
+    *,
+    after: str = "",
+    up_to: str = "",
+    continues: str = "",
+) -> dict[str, object]:
+    """A page of the list: the first, the one `after` a cursor, or (a refresh of a list that loaded more)
+    everything `up_to` the last task it showed. Raises InvalidCursor for a cursor that is not one."""
+    page = task_page(
+        user=user,
+        status=filters.status,
+        size=PAGE_SIZE,
+        after=after,
+        up_to=up_to,
+        up_to_limit=REFRESH_LIMIT,
+        **_search(filters),
     )
+    groups = _groups(page.rows, filters, user, continues=continues)
     return {
-        "tasks": tasks,
-        "groups": _groups(tasks, filters.status),
+        "tasks": page.rows,
+        "groups": groups,
         "filters": filters,
         "has_integrations": bool(integrations) if integrations is not None else None,
-        "list_limit": LIST_LIMIT,
+        "page": page,
+        "after": after,
+        "more_query": filters.querystring_with(after=page.next, group=groups[-1].key) if page.next else "",
     }
 
 
@@ -155,13 +200,22 @@ def task_changes(request: HttpRequest) -> HttpResponse:
 # Pages --------------------------------------------------------------------------------------------
 
 
+def _cursor(request: HttpRequest, name: str) -> str:
+    return request.GET.get(name, "")[:MAX_CURSOR_CHARS]
+
+
 def _home_context(request: HttpRequest, form: TaskForm | None = None) -> dict[str, object]:
     user = request_user(request)
     filters = Filters.from_request(request)
     integrations = list(integration_list(user=user))
     version, run = _live_version(user)
+    try:  # `after`: "Load more" followed without JavaScript, a page of its own
+        listed = _list_context(user, filters, integrations, after=_cursor(request, "after"))
+    except InvalidCursor as error:
+        messages.error(request, error.message)
+        listed = _list_context(user, filters, integrations)
     return {
-        **_list_context(user, filters, integrations),
+        **listed,
         "form": form or TaskForm(),
         "consent": consent_current(user=user),
         "integrations": integrations,
@@ -182,9 +236,20 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def task_list_partial(request: HttpRequest) -> HttpResponse:
+    """The list again (a search, a filter, a refresh: as far as the person had loaded it, `upto`), or with
+    `after` the next page's rows, which "Load more" puts in its own place."""
     user = request_user(request)
     filters = Filters.from_request(request)
-    response = render(request, "tasks/_task_list.html", _list_context(user, filters))
+    after = _cursor(request, "after")
+    try:
+        if after:
+            continues = request.GET.get("group", "")
+            context = _list_context(user, filters, after=after, continues=continues)
+            return render(request, "tasks/_task_page.html", context)
+        context = _list_context(user, filters, up_to=_cursor(request, "upto"))
+    except InvalidCursor as error:
+        return HttpResponse(error.message, status=error.status)
+    response = render(request, "tasks/_task_list.html", context)
     if is_htmx(request) and request.headers.get("HX-Trigger") == "task-filters":
         response["HX-Push-Url"] = reverse("home") + filters.querystring  # a search can be bookmarked
     return response
