@@ -426,12 +426,12 @@ class ExtractionPipeline:
         try:
             try:
                 for emails in self._batches():
+                    if self._slice_over(sent):
+                        break  # this batch (fetched, not sent) and the rest are the continuation's
                     in_flight.append(self._start_batch(emails, pool))
                     sent += len(emails)
                     while len(in_flight) >= limit:
                         self._finish_batch(in_flight.popleft())
-                    if self._slice_over(sent):
-                        break
                 else:
                     sent = -1  # every batch taken
             except RunStopped as stop:

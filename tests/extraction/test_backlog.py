@@ -47,6 +47,18 @@ def test_a_backlog_is_read_in_slices_that_end_continued_and_the_last_one_moves_t
     assert all(sum(f"project {n} " in p for p in prompts) == 1 for n in range(45))  # none read twice
 
 
+def test_a_mailbox_of_exactly_one_slice_is_read_in_one_run_that_succeeds(
+    gmail: GmailBox, consenting_user: User, settings: Any
+) -> None:
+    settings.EXTRACTION_RUN_MAX_EMAILS = 20
+    for n in range(20):
+        gmail.deliver(ask(n))
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED and run.emails_sent_to_llm == 20
+
+
 def test_a_run_out_of_time_ends_continued_not_failed(
     sandbox: SandboxClient, gmail: GmailBox, consenting_user: User, settings: Any
 ) -> None:
