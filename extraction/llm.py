@@ -30,7 +30,7 @@ from google.genai import errors, types
 from pydantic import ValidationError
 
 from extraction.crashpoints import crash_point
-from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, build_prompt
+from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, Prompt, build_prompt
 from extraction.quota import QuotaExhausted, gemini_quota_pause, gemini_quota_take
 from integrations.mail.text import without_format_characters
 from integrations.providers.base import Email
@@ -232,13 +232,18 @@ class GeminiClient:
             ),
         )
 
-    def extract(self, emails: Sequence[Email]) -> LLMResult:
-        """The tasks each email of one batch (1 to 10 emails) asks of its reader, checked by code.
+    def prepare(self, emails: Sequence[Email]) -> Prompt:
+        """The prompt of a batch (cleaned, cut, secrets replaced), to build ahead of its call."""
+        return build_prompt(emails, max_body_chars=self.max_body_chars)
+
+    def extract(self, emails: Sequence[Email], *, prompt: Prompt | None = None) -> LLMResult:
+        """The tasks each email of one batch (1 to 10 emails) asks of its reader, checked by code. `prompt`:
+        the batch's prompt from `prepare`, if it was built already.
 
         Raises LLMUnavailable, LLMRejected or LLMBadOutput; `error.calls` and `error.usage` say what the
         failed attempt cost.
         """
-        prompt = build_prompt(emails, max_body_chars=self.max_body_chars)
+        prompt = prompt or self.prepare(emails)
         self._attempts.count = 0
         try:
             return dataclasses.replace(

@@ -8,6 +8,7 @@ run fetches the same mail again and skips what the ledger already holds.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -37,7 +38,7 @@ from extraction.llm import (
     gemini_client,
 )
 from extraction.models import AlwaysReadSender, ExtractionRun, FetchFailure, ProcessedEmail
-from extraction.prompt import PROMPT_VERSION, temp_id
+from extraction.prompt import PROMPT_VERSION, Prompt, temp_id
 from extraction.selectors import email_keys_handled, resync_note
 from extraction.services import (
     LedgerEntry,
@@ -158,6 +159,7 @@ class _Batch:
     call: Future[LLMResult] | None
     counter: _QueryCounter
     skipped: list[tuple[SourcedEmail, str]] = field(default_factory=list)  # bulk mail, with why
+    prompt: Prompt | None = None  # built before its turn to be sent
 
 
 @dataclass(frozen=True)
@@ -425,13 +427,15 @@ class ExtractionPipeline:
         sent = 0
         try:
             try:
+                # Each batch is fetched while the calls before it are in flight, then waits for a free place.
                 for emails in self._batches():
                     if self._slice_over(sent):
                         break  # this batch (fetched, not sent) and the rest are the continuation's
-                    in_flight.append(self._start_batch(emails, pool))
-                    sent += len(emails)
+                    prepared = self._prepare_batch(emails)
                     while len(in_flight) >= limit:
                         self._finish_batch(in_flight.popleft())
+                    in_flight.append(self._start_batch(prepared, pool))
+                    sent += len(emails)
                 else:
                     sent = -1  # every batch taken
             except RunStopped as stop:
@@ -464,10 +468,10 @@ class ExtractionPipeline:
             f"{sent} emails read in this part of a large backlog; the next run, already queued, reads on.",
         )
 
-    def _start_batch(self, batch: list[SourcedEmail], pool: ThreadPoolExecutor) -> _Batch:
+    def _prepare_batch(self, batch: list[SourcedEmail]) -> _Batch:
+        """What of the batch to send, and its prompt, built here while earlier calls are in flight."""
         counter = _QueryCounter()
         with connection.execute_wrapper(counter):
-            self._guard_batch()
             # The same message reached another mailbox of the person and was read there: it is not sent to
             # Gemini again, only linked (one task per email, whichever mailbox it came through).
             handled = email_keys_handled(
@@ -478,8 +482,17 @@ class ExtractionPipeline:
         # Bulk mail (newsletters, notifications, mailing lists) is not sent: recorded as skipped, with why.
         skipped = [(item, reason) for item in unread if (reason := self._bulk_reason(item))]
         fresh = [item for item in unread if not self._bulk_reason(item)]
-        call = pool.submit(self.llm.extract, [item.email for item in fresh]) if fresh else None
-        return _Batch(batch, fresh, copies, call, counter, skipped)
+        prompt = self.llm.prepare([item.email for item in fresh]) if fresh else None
+        return _Batch(batch, fresh, copies, None, counter, skipped, prompt)
+
+    def _start_batch(self, prepared: _Batch, pool: ThreadPoolExecutor) -> _Batch:
+        """Send the batch's call, once the lease and the consent are checked (right before sending)."""
+        with connection.execute_wrapper(prepared.counter):
+            self._guard_batch()
+        if prepared.prompt is None:
+            return prepared
+        emails = [item.email for item in prepared.fresh]
+        return dataclasses.replace(prepared, call=pool.submit(self.llm.extract, emails, prompt=prepared.prompt))
 
     def _bulk_reason(self, item: SourcedEmail) -> str | None:
         """Why the bulk rule skips this email, or None to read it: never when the person reads bulk mail,

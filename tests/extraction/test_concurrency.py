@@ -272,6 +272,9 @@ def test_no_mail_is_fetched_after_consent_is_revoked(
 
     thread, results = in_thread(run_extraction, consenting_user)
     wait_until(lambda: gemini_posts(sandbox) == 2)
+    # The run fetches the next batch while this call is in flight (under consent): let that fetch land.
+    seen: list[int] = []
+    wait_until(lambda: seen.append(len(sandbox.requests("gmail"))) or (len(seen) > 10 and seen[-1] == seen[-10]))
     consent_revoke(user=consenting_user)
     gmail_requests_at_revoke = len(sandbox.requests("gmail"))
     thread.join(timeout=30)
