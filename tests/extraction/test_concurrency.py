@@ -274,7 +274,12 @@ def test_no_mail_is_fetched_after_consent_is_revoked(
     wait_until(lambda: gemini_posts(sandbox) == 2)
     # The run fetches the next batch while this call is in flight (under consent): let that fetch land.
     seen: list[int] = []
-    wait_until(lambda: seen.append(len(sandbox.requests("gmail"))) or (len(seen) > 10 and seen[-1] == seen[-10]))
+
+    def settled() -> bool:
+        seen.append(len(sandbox.requests("gmail")))
+        return len(seen) > 10 and seen[-1] == seen[-10]
+
+    wait_until(settled)
     consent_revoke(user=consenting_user)
     gmail_requests_at_revoke = len(sandbox.requests("gmail"))
     thread.join(timeout=30)
