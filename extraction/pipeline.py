@@ -480,8 +480,9 @@ class ExtractionPipeline:
         copies = [item for item in batch if item.email.internet_message_id in handled]
         unread = [item for item in batch if item.email.internet_message_id not in handled]
         # Bulk mail (newsletters, notifications, mailing lists) is not sent: recorded as skipped, with why.
-        skipped = [(item, reason) for item in unread if (reason := self._bulk_reason(item))]
-        fresh = [item for item in unread if not self._bulk_reason(item)]
+        reasons = [(item, self._bulk_reason(item)) for item in unread]  # once per email
+        skipped = [(item, reason) for item, reason in reasons if reason]
+        fresh = [item for item, reason in reasons if not reason]
         prompt = self.llm.prepare([item.email for item in fresh]) if fresh else None
         return _Batch(batch, fresh, copies, None, counter, skipped, prompt)
 
