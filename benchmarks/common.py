@@ -427,7 +427,9 @@ def timed_run(run: Any) -> TimedRun:
     from django.db import connection
 
     from extraction.pipeline import ExtractionPipeline
+    from integrations.mail.clean import clean_warm_up
 
+    clean_warm_up()  # as a worker does when it starts (config/celery.py), not in its first run
     rss_before = peak_rss_mb()
     counter = QueryCounter()
     cpu_started = cpu_s()

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -56,6 +56,7 @@ from integrations.providers.base import (
     CursorExpired,
     Delta,
     Email,
+    Fetched,
     MailProvider,
     ProviderError,
     ProviderRateLimited,
@@ -345,39 +346,59 @@ class ExtractionPipeline:
         integration_mark_failed(integration=mailbox.integration, error=error)
         logger.warning("extraction run %s left out integration %s: %s", self.run.pk, mailbox.integration.pk, error.code)
 
-    def _emails(self) -> Iterator[SourcedEmail]:
-        """Every pending email of every mailbox, fetched in provider batches as they are needed."""
+    def _emails(self) -> Generator[SourcedEmail]:
+        """Every pending email of every mailbox, fetched in provider batches as they are needed, one ahead:
+        while a chunk's emails are prepared and sent, the next chunk's request is in flight on a thread of
+        its own (HTTP only; what a fetch writes is written here). Each fetch follows a check of the lease
+        and the consent, as before."""
+        fetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-run-{self.run.pk}")
+        try:
+            for mailbox in self.mailboxes:
+                yield from self._mailbox_emails(mailbox, fetcher)
+        finally:
+            fetcher.shutdown(wait=True)  # a request still on its way ends before the run does
+
+    def _mailbox_emails(self, mailbox: Mailbox, fetcher: ThreadPoolExecutor) -> Iterator[SourcedEmail]:
         chunk = settings.GMAIL_BATCH_SIZE
-        for mailbox in self.mailboxes:
-            ids = mailbox.pending_ids
-            for start in range(0, len(ids), chunk):
-                if mailbox.failed or mailbox.provider is None:
-                    break
-                wanted = ids[start : start + chunk]
-                self._guard_batch()  # no fetch after consent is revoked or the lease is lost
-                try:
-                    fetched = mailbox.provider.fetch_emails(wanted)
-                except ProviderError as error:
-                    self._leave_out(mailbox, error)
-                    break
-                if fetched.gone:  # deleted between listing and reading, confirmed: nothing left to do
-                    with transaction.atomic():
-                        self._hold_lease()
-                        ledger_record(
-                            entries=[
-                                LedgerEntry(mailbox.integration.pk, i, ProcessedEmail.Outcome.NO_TASKS, 0, "deleted")
-                                for i in fetched.gone
-                            ],
-                            run_id=self.run.pk,
-                        )
-                if fetched.failed and not fetched.emails and not fetched.gone and len(fetched.failed) > 1:
-                    # Nothing of the mailbox could be read: its provider is failing, not these messages.
-                    self._leave_out(mailbox, next(iter(fetched.failed.values())))
-                    break
-                if fetched.failed:
-                    self._fetch_failed(mailbox, fetched.failed)
-                for email in fetched.emails:
-                    yield SourcedEmail(mailbox, email)
+        ids = mailbox.pending_ids
+        chunks = [ids[start : start + chunk] for start in range(0, len(ids), chunk)]
+        ahead: Future[Fetched] | None = None
+        for index, wanted in enumerate(chunks):
+            if mailbox.failed or mailbox.provider is None:
+                break
+            if ahead is None:
+                ahead = self._fetch_ahead(mailbox, wanted, fetcher)
+            try:
+                fetched = ahead.result()
+            except ProviderError as error:
+                self._leave_out(mailbox, error)
+                break
+            ahead = self._fetch_ahead(mailbox, chunks[index + 1], fetcher) if index + 1 < len(chunks) else None
+            if fetched.gone:  # deleted between listing and reading, confirmed: nothing left to do
+                with transaction.atomic():
+                    self._hold_lease()
+                    ledger_record(
+                        entries=[
+                            LedgerEntry(mailbox.integration.pk, i, ProcessedEmail.Outcome.NO_TASKS, 0, "deleted")
+                            for i in fetched.gone
+                        ],
+                        run_id=self.run.pk,
+                    )
+            if fetched.failed and not fetched.emails and not fetched.gone and len(fetched.failed) > 1:
+                # Nothing of the mailbox could be read: its provider is failing, not these messages.
+                self._leave_out(mailbox, next(iter(fetched.failed.values())))
+                break
+            if fetched.failed:
+                self._fetch_failed(mailbox, fetched.failed)
+            for email in fetched.emails:
+                yield SourcedEmail(mailbox, email)
+        if ahead is not None:
+            ahead.cancel()  # the mailbox was left out: what was fetched ahead is not used
+
+    def _fetch_ahead(self, mailbox: Mailbox, wanted: list[str], fetcher: ThreadPoolExecutor) -> Future[Fetched]:
+        assert mailbox.provider is not None
+        self._guard_batch()  # no fetch after consent is revoked or the lease is lost
+        return fetcher.submit(mailbox.provider.fetch_emails, wanted)
 
     def _fetch_failed(self, mailbox: Mailbox, failed: dict[str, ProviderError]) -> None:
         """Messages that could not be read while the rest of their mailbox could: count the failure
@@ -401,7 +422,7 @@ class ExtractionPipeline:
             mailbox.integration.pk,
         )
 
-    def _batches(self) -> Iterator[list[SourcedEmail]]:
+    def _batches(self) -> Generator[list[SourcedEmail]]:
         batch: list[SourcedEmail] = []
         for item in self._emails():
             batch.append(item)
@@ -425,10 +446,11 @@ class ExtractionPipeline:
         pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix=f"gemini-run-{self.run.pk}")
         in_flight: deque[_Batch] = deque()
         sent = 0
+        batches = self._batches()
         try:
             try:
                 # Each batch is fetched while the calls before it are in flight, then waits for a free place.
-                for emails in self._batches():
+                for emails in batches:
                     if self._slice_over(sent):
                         break  # this batch (fetched, not sent) and the rest are the continuation's
                     prepared = self._prepare_batch(emails)
@@ -448,6 +470,7 @@ class ExtractionPipeline:
                 self._finish_batch(in_flight.popleft())
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            batches.close()  # and with it the fetch ahead (_emails)
         if sent >= 0:
             raise self._continued(sent)
 

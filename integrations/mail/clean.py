@@ -100,9 +100,16 @@ def detect_languages(text: str) -> tuple[str, ...]:
     return tuple(code for code, probability in ranked[:3] if probability >= _PLAUSIBLE)
 
 
+def clean_warm_up() -> None:
+    """Load what cleaning loads on first use (the language model takes a second or more), so that a
+    worker pays it when it starts, not the first run it takes (config/celery.py)."""
+    _identifier()
+    _rules(("en",))
+
+
 @functools.cache
 def _identifier():  # type: ignore[no-untyped-def]  # py3langid has no type hints
-    # Imported and loaded on first use: the model takes about a second to load.
+    # Imported and loaded on first use (or by clean_warm_up): the model takes a second or more to load.
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)

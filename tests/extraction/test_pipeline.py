@@ -39,7 +39,7 @@ def test_25_new_emails_make_3_gemini_calls_and_move_the_cursor(
     run = run_extraction(consenting_user)
 
     assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
-    assert [emails_in(c) for c in gemini_calls(sandbox)] == [10, 10, 5]
+    assert sorted(emails_in(c) for c in gemini_calls(sandbox)) == [5, 10, 10]  # calls run in parallel
     titles = dict(Task.objects.filter(user=consenting_user).values_list("source_id", "title"))
     assert titles == {ids[n]: f"Send the report for project {n} by Friday" for n in range(25)}  # each its own
     assert gmail.cursor == new_history_id

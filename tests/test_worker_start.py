@@ -1,0 +1,21 @@
+"""What a Celery worker does when it starts, before it takes a job."""
+
+from __future__ import annotations
+
+from celery.signals import worker_init
+
+from config import celery
+from integrations.mail.clean import _identifier
+
+
+def test_a_worker_loads_the_language_model_before_its_first_run() -> None:
+    """The cleaner's language model takes seconds to load: a worker loads it at start, so no person's run
+    waits for it in the middle of its batches (and a prefork pool's children share it)."""
+    connected = [receiver() for _, receiver in worker_init.receivers]
+    assert celery._warm_up in connected
+    _identifier.cache_clear()
+
+    celery._warm_up()
+
+    assert _identifier.cache_info().currsize == 1
+    assert _identifier().classify("Could you please send me the report by Friday?")[0] == "en"
