@@ -8,6 +8,7 @@ Each benchmark keeps to itself what differs: how its mailbox is connected and ho
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -420,6 +422,34 @@ class TimedRun:
     cpu: float
     rss_before: float
     rss_peak: float
+    memory: RunMemory
+
+
+@dataclass
+class RunMemory:
+    """This process's resident memory (current RSS, not the process's peak so far) right before the run,
+    at its end, and the highest seen while it ran (sampled every 10 ms), in MB."""
+
+    start: float
+    end: float
+    peak: float
+
+
+def rss_mb() -> float:
+    """The current resident set size of this process (Linux: /proc/self/statm)."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
+
+
+class _RssSampler(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.start_rss = self.peak = rss_mb()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.01):
+            self.peak = max(self.peak, rss_mb())
 
 
 def timed_run(run: Any) -> TimedRun:
@@ -430,7 +460,10 @@ def timed_run(run: Any) -> TimedRun:
     from integrations.mail.clean import clean_warm_up
 
     clean_warm_up()  # as a worker does when it starts (config/celery.py), not in its first run
+    gc.collect()
     rss_before = peak_rss_mb()
+    sampler = _RssSampler()
+    sampler.start()
     counter = QueryCounter()
     cpu_started = cpu_s()
     started = time.perf_counter()
@@ -438,7 +471,11 @@ def timed_run(run: Any) -> TimedRun:
         pipeline = ExtractionPipeline(run)
         run = pipeline.execute()
     wall = time.perf_counter() - started
-    return TimedRun(pipeline, run, counter.count, wall, cpu_s() - cpu_started, rss_before, peak_rss_mb())
+    cpu = cpu_s() - cpu_started
+    sampler.done.set()
+    sampler.join()
+    memory = RunMemory(start=sampler.start_rss, end=rss_mb(), peak=max(sampler.peak, rss_mb()))
+    return TimedRun(pipeline, run, counter.count, wall, cpu, rss_before, peak_rss_mb(), memory)
 
 
 def configure_run(args: argparse.Namespace) -> None:
@@ -452,7 +489,7 @@ def configure_run(args: argparse.Namespace) -> None:
 
 
 def concurrency_figures(
-    args: argparse.Namespace, *, wall: float, rss_before: float, rss_peak: float, checks: dict[str, bool]
+    args: argparse.Namespace, *, wall: float, memory: RunMemory, checks: dict[str, bool]
 ) -> dict[str, Any]:
     """The figures of parallel calls and memory, and the check of the wall time against the latency: with
     Gemini latency L and C calls in flight, a run of B batches takes at most 1.15 x (B / C) x L."""
@@ -467,5 +504,8 @@ def concurrency_figures(
         "concurrency": concurrency,
         "body_bytes": args.body_bytes,
         "llm_wall_bound_s": round(bound, 2),
-        "rss_growth_mb": round(rss_peak - rss_before, 1),
+        # The run's growth: its RSS at the end minus before it; and the highest it reached above the start.
+        "rss_start_mb": round(memory.start, 1),
+        "rss_growth_mb": round(memory.end - memory.start, 1),
+        "rss_peak_growth_mb": round(memory.peak - memory.start, 1),
     }

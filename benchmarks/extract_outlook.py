@@ -294,7 +294,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "git": git_version(),
-        **concurrency_figures(args, wall=wall, rss_before=rss_before, rss_peak=rss_peak, checks=checks),
+        **concurrency_figures(args, wall=wall, memory=measured.memory, checks=checks),
         "checks_failed": [name for name, ok in checks.items() if not ok],
     }
 
