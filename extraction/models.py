@@ -106,7 +106,11 @@ class ProcessedEmail(TimeStampedModel):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["integration", "message_id"], name="ledger_once_per_email")]
-        indexes = [models.Index(fields=["email_key"], condition=~models.Q(email_key=""), name="ledger_email_key")]
+        indexes = [
+            models.Index(fields=["email_key"], condition=~models.Q(email_key=""), name="ledger_email_key"),
+            # The admin's search by a message id alone (the unique index leads with the mailbox).
+            models.Index(fields=["message_id"], name="ledger_message_id"),
+        ]
         verbose_name = "ledger entry"
         verbose_name_plural = "ledger entries"
 
@@ -129,6 +133,9 @@ class FetchFailure(TimeStampedModel):
         constraints = [
             models.UniqueConstraint(fields=["integration", "message_id"], name="one_fetch_failure_per_email")
         ]
+        # The admin's search by a message id alone. A row waits here until its mailbox is read past it: few
+        # while mail reads well, one per unread email of every mailbox while a provider fails single reads.
+        indexes = [models.Index(fields=["message_id"], name="fetch_failure_message_id")]
         verbose_name = "email not read yet"
         verbose_name_plural = "emails not read yet"
 

@@ -49,6 +49,8 @@ class Integration(TimeStampedModel):
         constraints = [
             models.UniqueConstraint(fields=["user", "provider", "account_address"], name="one_integration_per_mailbox")
         ]
+        # The admin's searches by a mailbox's address (its own list, and the ledger's).
+        indexes = [models.Index(fields=["account_address"], name="integration_address")]
         ordering = ("provider", "account_address")
         verbose_name = "mailbox"
         verbose_name_plural = "mailboxes"

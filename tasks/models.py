@@ -106,3 +106,23 @@ class TaskLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id} in {self.integration_id}"
+
+
+class TaskListVersion(models.Model):
+    """How many times a person's tasks have changed: what an open list polls every few seconds
+    (`task_list_version`), read by its primary key whatever the number of tasks.
+
+    The database counts, by triggers on tasks and their mailbox links (tasks/migrations/0005), in the
+    transaction of each change and whoever makes it: the pipeline's inserts, a person's edits, the admin's
+    edits and deletes, a deleted mailbox's links. Changes of one person queue on this row until they commit,
+    so a poll never misses one that was stamped earlier but committed later (a latest `updated_at` would).
+    The row goes with its person by a foreign key of the database's own, ON DELETE CASCADE (why not
+    Django's: see the migration)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, db_constraint=False, primary_key=True, related_name="+"
+    )
+    version = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"tasks of {self.user_id} changed {self.version}x"

@@ -3,12 +3,12 @@ from __future__ import annotations
 from datetime import date
 
 from django.contrib.postgres.search import SearchQuery, SearchVector
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from accounts.models import User
 from config.errors import NotFoundError
 from config.pagination import Keyset, KeysetPage, SortKey, keyset_page
-from tasks.models import ADMIN_SEARCH_CONFIG, ADMIN_SEARCH_FIELDS, Task, TaskLink
+from tasks.models import ADMIN_SEARCH_CONFIG, ADMIN_SEARCH_FIELDS, Task, TaskLink, TaskListVersion
 from tasks.services import db_text
 
 # The orders of the list (each served by an index of tasks/models.py, after user and status): open tasks
@@ -112,11 +112,10 @@ def task_get(*, user: User, task_id: int) -> Task:
 
 
 def task_list_version(*, user: User) -> str:
-    """A short token that changes whenever any of the person's tasks does (one query): every write to a
-    task moves its updated_at, the pipeline's inserts included."""
-    stats = Task.objects.filter(user=user).aggregate(latest=Max("updated_at"), n=Count("id"))
-    latest = stats["latest"]
-    return f"{stats['n']}.{int(latest.timestamp() * 1_000_000) if latest else 0}"
+    """A short token that changes with every change to the person's tasks, once it is committed, whoever
+    made it (the count `TaskListVersion` keeps). One read by its primary key: none of the tasks is read."""
+    version = TaskListVersion.objects.filter(user=user).values_list("version", flat=True).first()
+    return str(version or 0)
 
 
 # The admin's search ---------------------------------------------------------------------------------

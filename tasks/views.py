@@ -172,8 +172,8 @@ def _list_context(
 
 
 def _live_version(user: User) -> tuple[str, ExtractionRun | None]:
-    """A short token that changes when any of the person's tasks or their latest run changes (two queries):
-    '<tasks part>_<run part>'. Every write to a task moves its updated_at, including the pipeline's inserts."""
+    """A short token that changes when any of the person's tasks or their latest run changes (two queries,
+    each reading one row through an index): '<tasks part>_<run part>'."""
     tasks_part = task_list_version(user=user)
     run = run_latest(user=user)
     run_part = f"{run.pk}.{run.status}.{int(run.updated_at.timestamp() * 1_000_000)}" if run else "none"

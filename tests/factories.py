@@ -3,6 +3,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from integrations.models import Integration
+from tasks.services import EmailTaskRow
 
 
 class UserFactory(factory.django.DjangoModelFactory[User]):
@@ -30,3 +31,21 @@ class IntegrationFactory(factory.django.DjangoModelFactory[Integration]):
     user = factory.SubFactory(UserFactory)
     provider = "gmail"
     account_address = factory.Sequence(lambda n: f"box{n}@example.com")
+
+
+def email_task_row(user: User, integration: Integration, message_id: str, title: str) -> EmailTaskRow:
+    """A task the pipeline found in an email of `integration` (for `task_insert_from_emails`)."""
+    return EmailTaskRow(
+        user_id=user.pk,
+        integration_id=integration.pk,
+        message_id=message_id,
+        email_key=f"<{message_id}@example.com>",
+        title=title,
+        due_date=None,
+        priority="",
+        email_link=f"https://mail.google.com/mail/u/0/#all/{message_id}",
+        email_sender="Ann <ann@example.com>",
+        email_subject=f"About {title}",
+        email_received_at=timezone.now(),
+        run_id=None,
+    )

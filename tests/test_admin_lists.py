@@ -7,8 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib import admin
 from django.db import connection
-from django.test import Client
+from django.db.models import Model
+from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 
 from accounts.models import User
@@ -16,6 +18,7 @@ from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
 from tasks.models import Task
 from tasks.selectors import task_admin_search
 from tests.factories import IntegrationFactory, UserFactory
+from tests.plans import statements_run, whole_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -115,6 +118,19 @@ def test_the_ledger_and_failed_reads_are_found_by_message_id_or_mailbox(
     assert "18c2f0a1" in by_mailbox and "18c2f0a9" in by_mailbox and "AAMkAGI2" not in by_mailbox
     assert "AAMkAGI2" in listed(operator, ledger, "bob@example.com")  # the owner's address
     assert "AAMkAGI7" in listed(operator, "extraction/fetchfailure", "bob@outlook.example")
+
+
+@pytest.mark.parametrize("model", [ProcessedEmail, FetchFailure])
+@pytest.mark.parametrize("term", ["18c2f0a1", "<a1@corp>", "ann.work@gmail.example", "bob@example.com"])
+def test_a_ledger_search_reads_through_indexes_only(data: dict[str, object], model: type[Model], term: str) -> None:
+    """The ledger has a row per email read (millions), and a failed read waits in its table until its
+    mailbox is read again: a message id, a Message-ID, a mailbox's or an owner's address is found through
+    an index, as is every mailbox or person the search looks up on the way."""
+    model_admin = admin.site.get_model_admin(model)
+    with statements_run() as statements:
+        found, _ = model_admin.get_search_results(RequestFactory().get("/"), model._default_manager.all(), term)
+    statements.append(found.query.sql_with_params())
+    assert whole_reads(statements) == []
 
 
 def test_runs_are_found_by_person_or_number(operator: Client, data: dict[str, object]) -> None:

@@ -15,8 +15,8 @@ from accounts.models import User
 from extraction.models import ExtractionRun
 from integrations.models import Integration
 from tasks.models import Task, TaskLink
-from tasks.services import EmailTaskRow, task_create, task_insert_from_emails
-from tests.factories import IntegrationFactory, UserFactory
+from tasks.services import task_create, task_insert_from_emails
+from tests.factories import IntegrationFactory, UserFactory, email_task_row
 
 pytestmark = pytest.mark.django_db
 
@@ -24,20 +24,7 @@ HTMX = {"HX-Request": "true"}
 
 
 def email_task(user: User, integration: Integration, message_id: str, title: str, **fields: object) -> Task:
-    row = EmailTaskRow(
-        user_id=user.pk,
-        integration_id=integration.pk,
-        message_id=message_id,
-        email_key=f"<{message_id}@example.com>",
-        title=title,
-        due_date=None,
-        priority="",
-        email_link=f"https://mail.google.com/mail/u/0/#all/{message_id}",
-        email_sender="Ann <ann@example.com>",
-        email_subject=f"About {title}",
-        email_received_at=timezone.now(),
-        run_id=None,
-    )
+    row = email_task_row(user, integration, message_id, title)
     task_insert_from_emails(rows=[row])
     task = Task.objects.get(user=user, source_id=message_id, title=title)
     if fields:
