@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -76,6 +77,30 @@ def broker_queue() -> Callable[[], int]:
         return int(connection.llen(settings.CELERY_TASK_DEFAULT_QUEUE))
 
     return length
+
+
+@pytest.fixture
+def redis_pushes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """For each round trip from this process to Redis that pushed onto a list (a job sent to a queue): how
+    many pushes it carried. [250] is 250 jobs in one round trip; [1] * 250, one round trip per job.
+
+    Counted where redis-py sends commands to the server, one send per round trip (a pipeline is one send),
+    by wrapping that method; what it sends is unchanged.
+    """
+    import redis.connection
+
+    pushes: list[int] = []
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counting_send(self: redis.connection.AbstractConnection, command: Any, check_health: bool = True) -> None:
+        parts = [command] if isinstance(command, (bytes, str)) else command
+        packed = b"".join(p.encode() if isinstance(p, str) else bytes(p) for p in parts)
+        if count := packed.count(b"$5\r\nLPUSH\r\n"):  # a command's name, as RESP sends it
+            pushes.append(count)
+        send(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
+    return pushes
 
 
 @pytest.fixture

@@ -13,13 +13,17 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+import redis
+from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 from django_ratelimit.core import get_usage
 
-from accounts.models import User
+from accounts.consent import CONSENT_VERSION
+from accounts.models import AIConsent, User
 from accounts.services import consent_grant
-from extraction.jobs import extraction_schedule_job
+from config.celery import app
+from extraction.jobs import extraction_run_job, extraction_schedule_job
 from extraction.models import ExtractionRun
 from extraction.scheduling import PUSH_GROUP, extraction_doorbell, mailboxes_claim_due
 from integrations.models import Integration
@@ -86,6 +90,81 @@ def test_the_scan_leaves_out_throttled_mailboxes_and_people_gemini_asked_to_wait
 
     with django_capture_on_commit_callbacks(execute=True):
         assert extraction_schedule_job() == 0
+
+
+def _people_due(count: int, *, first: int = 0) -> list[int]:
+    """`count` consenting people (numbered from `first`), each with a Gmail mailbox last read a day ago
+    (written in bulk; their mailboxes are never read). Returns their ids."""
+    now = timezone.now()
+    users = User.objects.bulk_create(
+        [User(email=f"due{n}@example.com", password="!", email_verified_at=now) for n in range(first, first + count)]
+    )
+    AIConsent.objects.bulk_create([AIConsent(user=u, text_version=CONSENT_VERSION, granted_at=now) for u in users])
+    Integration.objects.bulk_create(
+        [
+            Integration(
+                user=u, provider="gmail", account_address=f"due{n}@example.com", last_success_at=now - timedelta(days=1)
+            )
+            for n, u in enumerate(users, start=first)
+        ]
+    )
+    return [u.pk for u in users]
+
+
+def _take_queued_jobs() -> list[tuple[str, int]]:
+    """Take every job waiting in the Celery queue as a worker's consumer receives it (kombu decodes the
+    message): its task's name and its run id."""
+    jobs: list[tuple[str, int]] = []
+    with (
+        app.connection_for_read() as connection,
+        connection.SimpleQueue(settings.CELERY_TASK_DEFAULT_QUEUE) as queue,
+    ):
+        while True:
+            try:
+                message = queue.get_nowait()
+            except queue.Empty:
+                return sorted(jobs)
+            (run_id,), kwargs, _ = message.decode()
+            assert kwargs == {}
+            jobs.append((message.headers["task"], run_id))
+            message.ack()
+
+
+def test_a_scan_sends_the_jobs_of_its_people_in_one_broker_round_trip_each_a_job_a_worker_takes(
+    redis_pushes: list[int], django_capture_on_commit_callbacks
+) -> None:
+    _people_due(250)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = extraction_schedule_job()
+
+    assert queued == 250
+    assert redis_pushes == [250]  # one round trip for the scan's chunk of people, not one per person
+    runs = ExtractionRun.objects.filter(trigger=ExtractionRun.Trigger.SCHEDULE, status=ExtractionRun.Status.QUEUED)
+    assert _take_queued_jobs() == sorted((extraction_run_job.name, pk) for pk in runs.values_list("pk", flat=True))
+
+
+def test_a_broker_that_refuses_the_scans_jobs_ends_each_run_with_a_reason_and_the_next_scan_queues_anew(
+    broker_queue: Callable[[], int], django_capture_on_commit_callbacks
+) -> None:
+    _people_due(1)
+    with django_capture_on_commit_callbacks(execute=True):
+        extraction_schedule_job()  # the queue declared, as by any earlier scan: the refusal comes at the push
+    people = _people_due(3, first=1)
+    broker = redis.Redis.from_url(settings.REDIS_URL)
+    broker.set(settings.CELERY_TASK_DEFAULT_QUEUE, "not a list")  # Redis refuses every push onto the queue
+
+    with django_capture_on_commit_callbacks(execute=True):
+        extraction_schedule_job()  # the scan itself does not fail
+
+    ended = ExtractionRun.objects.filter(user_id__in=people)
+    assert sorted((r.status, r.error_code) for r in ended) == [("failed", "queue_unavailable")] * 3
+
+    broker.delete(settings.CELERY_TASK_DEFAULT_QUEUE)
+    Integration.objects.filter(user_id__in=people).update(polled_at=None)  # due again, as after a poll interval
+    with django_capture_on_commit_callbacks(execute=True):
+        assert extraction_schedule_job() == 3
+    assert broker_queue() == 3
 
 
 # The doorbell's own limit -----------------------------------------------------------------------------
