@@ -109,26 +109,34 @@ def _task_insert(rows: list[EmailTaskRow]) -> int:
 
 def _task_link(rows: list[EmailTaskRow]) -> None:
     """Link every row's task (new, or the one the same message made through another mailbox) to the
-    mailbox of the row."""
+    mailbox of the row.
+
+    A task is the row's by either of its unique keys (its email in this mailbox; its message through any
+    mailbox): one join for each, each finding its task by that key through an index, where one join on an
+    OR of the two could use neither and read every task there is. The rows are given once (`r`), read by
+    both. The second join says the partial index's condition in constants (the source, a Message-ID not
+    empty), so the planner knows the index holds every task it may find."""
     sql = (
-        f"INSERT INTO {TaskLink._meta.db_table} (task_id, integration_id, message_id, web_link, created_at) "  # noqa: S608
-        f"SELECT DISTINCT ON (t.id, r.integration_id) t.id, r.integration_id, r.message_id, r.web_link, %s "
-        "FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[]) "
-        "AS r(user_id, integration_id, message_id, email_key, title_key, web_link) "
-        f"JOIN {Task._meta.db_table} t ON t.user_id = r.user_id AND t.source = %s AND t.title_key = r.title_key "
-        "AND ((r.email_key <> '' AND t.email_key = r.email_key) "
-        "OR (t.source_id = r.message_id AND t.integration_id = r.integration_id)) "
+        f"WITH r AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[], "  # noqa: S608
+        "%s::text[]) AS r(user_id, integration_id, message_id, email_key, title_key, web_link)) "
+        f"INSERT INTO {TaskLink._meta.db_table} (task_id, integration_id, message_id, web_link, created_at) "
+        "SELECT DISTINCT ON (m.task_id, m.integration_id) m.task_id, m.integration_id, m.message_id, m.web_link, %s "
+        f"FROM (SELECT t.id AS task_id, r.integration_id, r.message_id, r.web_link FROM r JOIN {Task._meta.db_table} t "
+        f"ON t.user_id = r.user_id AND t.source = '{Task.Source.EMAIL_AI}' AND t.source_id = r.message_id "
+        "AND t.title_key = r.title_key AND t.integration_id = r.integration_id "
+        f"UNION ALL SELECT t.id, r.integration_id, r.message_id, r.web_link FROM r JOIN {Task._meta.db_table} t "
+        f"ON t.user_id = r.user_id AND t.source = '{Task.Source.EMAIL_AI}' AND t.email_key = r.email_key "
+        "AND t.email_key <> '' AND t.title_key = r.title_key) AS m "
         "ON CONFLICT (task_id, integration_id) DO NOTHING"
     )
     params: list[Any] = [
-        timezone.now(),
         [r.user_id for r in rows],
         [r.integration_id for r in rows],
         [db_text(r.message_id) for r in rows],
         [db_text(r.email_key) for r in rows],
         [task_title_key(shown_text(r.title)) for r in rows],
         [db_text(r.email_link)[:1000] for r in rows],
-        Task.Source.EMAIL_AI,
+        timezone.now(),
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -147,13 +155,18 @@ class EmailCopy:
 
 def task_link_copies(*, copies: list[EmailCopy]) -> None:
     """Link the tasks of each copy's email (made through another mailbox) to the copy's mailbox too. One
-    statement whatever the number of copies (none included), so a batch's query count stays constant."""
+    statement whatever the number of copies (none included), so a batch's query count stays constant.
+
+    The tasks are looked up through the partial index on the Message-ID, not among all the person's: the
+    join says the index's condition in constants (the source, a Message-ID not empty, which a copy's always
+    is), so the planner knows the index holds every task it may find."""
     sql = (
         f"INSERT INTO {TaskLink._meta.db_table} (task_id, integration_id, message_id, web_link, created_at) "  # noqa: S608
         f"SELECT DISTINCT ON (t.id, c.integration_id) t.id, c.integration_id, c.message_id, c.web_link, %s "
         "FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[]) "
         "AS c(user_id, integration_id, message_id, email_key, web_link) "
-        f"JOIN {Task._meta.db_table} t ON t.user_id = c.user_id AND t.source = %s AND t.email_key = c.email_key "
+        f"JOIN {Task._meta.db_table} t ON t.user_id = c.user_id AND t.source = '{Task.Source.EMAIL_AI}' "
+        "AND t.email_key = c.email_key AND t.email_key <> '' "
         "ON CONFLICT (task_id, integration_id) DO NOTHING"
     )
     params: list[Any] = [
@@ -163,7 +176,6 @@ def task_link_copies(*, copies: list[EmailCopy]) -> None:
         [db_text(c.message_id) for c in copies],
         [db_text(c.email_key) for c in copies],
         [db_text(c.email_link)[:1000] for c in copies],
-        Task.Source.EMAIL_AI,
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
