@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from dataclasses import dataclass
+
+from django.db.models import Exists, OuterRef, QuerySet
 
 from accounts.models import AIConsent, PersonalAccessToken, User
 
@@ -12,6 +14,23 @@ def consent_current(*, user: User) -> AIConsent | None:
 
 def consent_is_current(*, user_id: int) -> bool:
     return AIConsent.objects.current().filter(user_id=user_id).exists()
+
+
+@dataclass(frozen=True)
+class ReadingChoices:
+    """What a person allows a run to read: anything at all (a current AI consent), and bulk mail too."""
+
+    consented: bool
+    read_bulk_mail: bool
+
+
+def reading_choices(*, user_id: int) -> ReadingChoices:
+    """Both of the person's choices in one statement (a run asks for both as it starts)."""
+    consenting = AIConsent.objects.current().filter(user_id=OuterRef("pk"))
+    row = User.objects.filter(pk=user_id).order_by().values_list(Exists(consenting), "read_bulk_mail").first()
+    if row is None:  # the account is gone
+        return ReadingChoices(consented=False, read_bulk_mail=False)
+    return ReadingChoices(consented=bool(row[0]), read_bulk_mail=bool(row[1]))
 
 
 def access_token_list(*, user: User) -> QuerySet[PersonalAccessToken]:

@@ -17,16 +17,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parseaddr
+from functools import cached_property
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
-from accounts.models import User
-from accounts.selectors import consent_is_current
+from accounts.selectors import consent_is_current, reading_choices
 from extraction.crashpoints import crash_point
 from extraction.llm import (
     GeminiClient,
@@ -45,8 +45,10 @@ from extraction.services import (
     fetch_failure_record,
     lease_acquire,
     lease_alive,
+    lease_give_back,
     lease_holds,
     lease_release,
+    lease_unlock,
     ledger_known,
     ledger_record,
 )
@@ -102,6 +104,7 @@ class Mailbox:
     pending_ids: list[str] = field(default_factory=list)
     backfill_ids: list[str] = field(default_factory=list)  # ids queued on the mailbox that this run reads
     failed: ProviderError | None = None
+    had_fetch_failures: bool = False  # messages of it failed to read in earlier runs (FetchFailure rows)
     # A resync (DESIGN §6): why ("expired", "query_changed"), from when mail is read again, how much of
     # that window was over the bound and not read.
     resync: str = ""
@@ -179,8 +182,8 @@ class ExtractionPipeline:
         self.token: int | None = None
         self.mailboxes: list[Mailbox] = []
         self.batch_stats: list[BatchStat] = []
-        self.reads_bulk = False  # the person's choices about bulk mail, read when the run opens its mailboxes
-        self.always_read: set[str] = set()
+        self.reads_bulk = False  # the person's choice about bulk mail, read with the consent
+        self.lease_given_back = False  # by the commit, in its transaction
 
     # The run ------------------------------------------------------------------------------------
     def execute(self) -> ExtractionRun:
@@ -218,12 +221,17 @@ class ExtractionPipeline:
                 "The run stopped on an unexpected error. No mailbox position was moved; the next run retries.",
             )
         finally:
-            lease_release(user_id=self.run.user_id, token=token)
-        self.run.refresh_from_db()
+            if self.lease_given_back:
+                lease_unlock(user_id=self.run.user_id, token=token)
+            else:
+                lease_release(user_id=self.run.user_id, token=token)
+        self.run.refresh_from_db()  # the counters are summed in the database
         return self.run
 
     def _check_consent(self) -> None:
-        if not consent_is_current(user_id=self.run.user_id):
+        choices = reading_choices(user_id=self.run.user_id)
+        self.reads_bulk = choices.read_bulk_mail
+        if not choices.consented:
             raise RunStopped(
                 ExtractionRun.Status.SKIPPED,
                 "no_consent",
@@ -232,21 +240,20 @@ class ExtractionPipeline:
 
     # Fetch --------------------------------------------------------------------------------------
     def _open_mailboxes(self) -> None:
-        self.reads_bulk = bool(
-            User.objects.filter(pk=self.run.user_id).values_list("read_bulk_mail", flat=True).first()
+        # Each active mailbox with its cursor (one without a cursor has nothing to read from), in the
+        # mailboxes' own order, and whether messages of it failed to read before (the commit forgets them).
+        cursors = (
+            SyncCursor.objects.filter(
+                integration__user_id=self.run.user_id,
+                integration__status=Integration.Status.ACTIVE,
+                purpose=SyncCursor.Purpose.TASK_EXTRACTION,
+            )
+            .select_related("integration")
+            .annotate(fetch_failures=Exists(FetchFailure.objects.filter(integration_id=OuterRef("integration_id"))))
+            .order_by("integration__provider", "integration__account_address")
         )
-        self.always_read = set(
-            AlwaysReadSender.objects.filter(user_id=self.run.user_id).values_list("address", flat=True)
-        )
-        integrations = Integration.objects.filter(user_id=self.run.user_id, status=Integration.Status.ACTIVE)
-        cursors = {
-            c.integration_id: c
-            for c in SyncCursor.objects.filter(integration__in=integrations, purpose=SyncCursor.Purpose.TASK_EXTRACTION)
-        }
-        for integration in integrations:
-            cursor = cursors.get(integration.pk)
-            if cursor is None:
-                continue
+        for cursor in cursors:
+            integration = cursor.integration
             if integration.retry_after and integration.retry_after > timezone.now():
                 # The provider asked us to wait: leave the mailbox out until then, cursor untouched.
                 mailbox = Mailbox(integration, None, cursor)
@@ -256,7 +263,12 @@ class ExtractionPipeline:
                 self.mailboxes.append(mailbox)
                 continue
             try:
-                mailbox = Mailbox(integration, integration_provider(integration=integration), cursor)
+                mailbox = Mailbox(
+                    integration,
+                    integration_provider(integration=integration),
+                    cursor,
+                    had_fetch_failures=cursor.fetch_failures,
+                )
                 if not cursor_fits(cursor=cursor, integration=integration):
                     mailbox.resync = "query_changed"  # a cursor of another query: read from the last success
             except ProviderError as error:
@@ -265,7 +277,10 @@ class ExtractionPipeline:
             self.mailboxes.append(mailbox)
             if not mailbox.failed:
                 self._fetch_delta(mailbox)
-        self._update(mailboxes=self._reports())
+        if any(m.pending_ids for m in self.mailboxes):
+            # How far each mailbox is listed, while the batches run: the doorbell reads it (scheduling.py).
+            # With nothing to read, the commit's update, a moment later, is the first to carry it.
+            self._update(mailboxes=self._reports())
         if not self.mailboxes:
             raise RunStopped(
                 ExtractionRun.Status.SKIPPED,
@@ -298,10 +313,11 @@ class ExtractionPipeline:
         known = ledger_known(integration_id=mailbox.integration.pk, message_ids=candidates)
         mailbox.new_cursor = delta.new_cursor
         mailbox.pending_ids = [i for i in candidates if i not in known]
-        ExtractionRun.objects.filter(pk=self.run.pk).update(
-            emails_fetched=F("emails_fetched") + len(candidates),
-            emails_already_done=F("emails_already_done") + len(known),
-        )
+        if candidates:
+            ExtractionRun.objects.filter(pk=self.run.pk).update(
+                emails_fetched=F("emails_fetched") + len(candidates),
+                emails_already_done=F("emails_already_done") + len(known),
+            )
 
     def _resync(self, mailbox: Mailbox) -> Delta:
         """A new cursor generation, with no person involved (DESIGN §6): a cursor for now, and every inbox
@@ -517,6 +533,12 @@ class ExtractionPipeline:
             return prepared
         emails = [item.email for item in prepared.fresh]
         return dataclasses.replace(prepared, call=pool.submit(self.llm.extract, emails, prompt=prepared.prompt))
+
+    @cached_property
+    def always_read(self) -> set[str]:
+        """The senders whose mail the person always has read: asked once, when an email may first be
+        skipped as bulk (a run that reads nothing never asks)."""
+        return set(AlwaysReadSender.objects.filter(user_id=self.run.user_id).values_list("address", flat=True))
 
     def _bulk_reason(self, item: SourcedEmail) -> str | None:
         """Why the bulk rule skips this email, or None to read it: never when the person reads bulk mail,
@@ -757,56 +779,19 @@ class ExtractionPipeline:
 
     # Commit -------------------------------------------------------------------------------------
     def _commit(self) -> None:
-        """Move every cursor that may move, in one transaction, each a compare-and-swap, or none."""
+        """Move every cursor that may move, in one transaction, each a compare-and-swap, or none.
+
+        The transaction opens by giving the lease back, which is its fence: the lease row stays locked until
+        commit, and a runner whose token is no longer the row's gives nothing back and commits nothing."""
         assert self.token is not None
         now = timezone.now()
         reports = self._reports()
         with transaction.atomic():
-            if not lease_holds(user_id=self.run.user_id, token=self.token):
+            if not lease_give_back(user_id=self.run.user_id, token=self.token):
                 raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
             for mailbox in self.mailboxes:
-                if mailbox.held_back:
-                    continue
-                changes: dict[str, Any] = {"value": mailbox.new_cursor, "updated_at": now}
-                if mailbox.resync:  # a new generation, for the query we run now
-                    changes.update(
-                        generation=F("generation") + 1,
-                        filter_hash=filter_hash(CURSOR_FILTERS[mailbox.integration.provider]),
-                    )
-                moved = SyncCursor.objects.filter(pk=mailbox.cursor.pk, value=mailbox.cursor.value).update(**changes)
-                if moved != 1 and not SyncCursor.objects.filter(pk=mailbox.cursor.pk).exists():
-                    continue  # disconnected during the run: there is no cursor to move any more
-                if moved != 1:
-                    transaction.set_rollback(True)
-                    raise RunStopped(
-                        ExtractionRun.Status.FAILED,
-                        "cursor_conflict",
-                        f"{mailbox.integration}: the mailbox position changed during the run; nothing was moved.",
-                    )
-                # Only the queued ids this run read leave the queue: one replayed meanwhile stays for the next.
-                integration = Integration.objects.select_for_update().get(pk=mailbox.integration.pk)
-                read_queue = set(mailbox.backfill_ids)  # a set: thousands of replayed ids stay linear
-                resynced: dict[str, Any] = {}
-                if mailbox.resync:
-                    resynced = {
-                        "resynced_at": now,
-                        "resync_reason": mailbox.resync,
-                        "resynced_since": mailbox.resync_since,
-                        "resync_not_read": mailbox.not_read,
-                    }
-                Integration.objects.filter(pk=integration.pk).update(
-                    backfill_pending=[i for i in integration.backfill_pending if i not in read_queue],
-                    read_anyway=[i for i in integration.read_anyway if i not in read_queue],
-                    last_success_at=now,
-                    failure_count=0,
-                    throttle_count=0,
-                    retry_after=None,
-                    last_error_code="",
-                    last_error="",
-                    **resynced,
-                )
-                FetchFailure.objects.filter(integration_id=mailbox.integration.pk).delete()  # all read or set aside
-                reports[str(mailbox.integration.pk)]["after"] = mailbox.new_cursor
+                if not mailbox.held_back and self._mark_read(mailbox, now):
+                    reports[str(mailbox.integration.pk)]["after"] = mailbox.new_cursor
             left_out = [m for m in self.mailboxes if m.held_back]
             ExtractionRun.objects.filter(pk=self.run.pk).update(
                 status=ExtractionRun.Status.SUCCEEDED,
@@ -817,8 +802,70 @@ class ExtractionPipeline:
                 updated_at=now,
             )
             crash_point("cursor_tx")
+        self.lease_given_back = True
         crash_point("after_commit")
         self._save_credentials()
+
+    def _mark_read(self, mailbox: Mailbox, now: datetime) -> bool:
+        """Inside the commit: move the mailbox's cursor, a compare-and-swap on the value the run started
+        from, and record a successful read. False when the mailbox was disconnected during the run."""
+        started_at = SyncCursor.objects.filter(pk=mailbox.cursor.pk, value=mailbox.cursor.value)
+        integrations = Integration.objects.filter(pk=mailbox.integration.pk)
+        if mailbox.new_cursor != mailbox.cursor.value or mailbox.resync:
+            changes: dict[str, Any] = {"value": mailbox.new_cursor, "updated_at": now}
+            if mailbox.resync:  # a new generation, for the query we run now
+                changes.update(
+                    generation=F("generation") + 1,
+                    filter_hash=filter_hash(CURSOR_FILTERS[mailbox.integration.provider]),
+                )
+            if started_at.update(**changes) != 1:
+                return self._cursor_changed(mailbox)
+        else:
+            # Listed up to where it stood (no new history): nothing to write to the cursor, and the compare
+            # rides on the mailbox's own update (which a disconnect committed meanwhile also turns away).
+            integrations = integrations.filter(Exists(started_at)).exclude(status=Integration.Status.DISCONNECTED)
+        read: dict[str, Any] = {
+            "last_success_at": now,
+            "failure_count": 0,
+            "throttle_count": 0,
+            "retry_after": None,
+            "last_error_code": "",
+            "last_error": "",
+        }
+        if mailbox.backfill_ids:
+            # Only the queued ids this run read leave the queue: one replayed meanwhile stays for the next.
+            queued = integrations.select_for_update().values_list("backfill_pending", "read_anyway").first()
+            if queued is None:
+                return self._cursor_changed(mailbox)
+            read_queue = set(mailbox.backfill_ids)  # a set: thousands of replayed ids stay linear
+            read["backfill_pending"] = [i for i in queued[0] if i not in read_queue]
+            read["read_anyway"] = [i for i in queued[1] if i not in read_queue]
+        if mailbox.resync:
+            read.update(
+                resynced_at=now,
+                resync_reason=mailbox.resync,
+                resynced_since=mailbox.resync_since,
+                resync_not_read=mailbox.not_read,
+            )
+        if integrations.update(**read) != 1:
+            return self._cursor_changed(mailbox)
+        if mailbox.had_fetch_failures or mailbox.pending_ids:
+            # Every message is read or set aside now: their failed reads are forgotten. (Only a runner
+            # records them, so a mailbox that had none when this run opened it, and read nothing, has none.)
+            FetchFailure.objects.filter(integration_id=mailbox.integration.pk).delete()
+        return True
+
+    def _cursor_changed(self, mailbox: Mailbox) -> bool:
+        """The cursor is not where the run found it: False when it is gone with its mailbox (disconnected
+        during the run: there is no cursor to move any more); otherwise nothing is moved, and the run fails."""
+        if not SyncCursor.objects.filter(pk=mailbox.cursor.pk).exists():
+            return False
+        transaction.set_rollback(True)
+        raise RunStopped(
+            ExtractionRun.Status.FAILED,
+            "cursor_conflict",
+            f"{mailbox.integration}: the mailbox position changed during the run; nothing was moved.",
+        )
 
     def _save_credentials(self) -> None:
         """Keep what a token refresh changed. After the outcome is recorded: a failure here is logged,

@@ -107,18 +107,28 @@ def lease_acquire(*, run: ExtractionRun) -> int | None:
         if not locked or not locked[0]:
             holder.close()
             return None
-        ExtractionLease.objects.get_or_create(user_id=run.user_id)
-        with transaction.atomic():
-            lease = ExtractionLease.objects.select_for_update().get(user_id=run.user_id)
-            lease.token += 1
-            lease.run = run
-            lease.save(update_fields=["token", "run"])
+        token = _lease_take(user_id=run.user_id, run_id=run.pk)
     except BaseException:
         holder.close()
         raise
     with _holders_lock:
-        _holders[(run.user_id, lease.token)] = holder
-    return lease.token
+        _holders[(run.user_id, token)] = holder
+    return token
+
+
+def _lease_take(*, user_id: int, run_id: int) -> int:
+    """The lease row, made or its token grown, for `run_id`: one statement, atomic by itself."""
+    table = ExtractionLease._meta.db_table
+    sql = (
+        f"INSERT INTO {table} (user_id, token, run_id) VALUES (%s, 1, %s) "  # noqa: S608
+        f"ON CONFLICT (user_id) DO UPDATE SET token = {table}.token + 1, run_id = EXCLUDED.run_id "
+        "RETURNING token"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [user_id, run_id])
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def lease_alive(*, user_id: int, token: int) -> bool:
@@ -137,12 +147,25 @@ def lease_alive(*, user_id: int, token: int) -> bool:
 
 def lease_release(*, user_id: int, token: int) -> None:
     try:
-        ExtractionLease.objects.filter(user_id=user_id, token=token).update(run=None)
+        lease_give_back(user_id=user_id, token=token)
     finally:
-        with _holders_lock:
-            holder = _holders.pop((user_id, token), None)
-        if holder is not None:
-            holder.close()  # the advisory lock goes with the connection
+        lease_unlock(user_id=user_id, token=token)
+
+
+def lease_give_back(*, user_id: int, token: int) -> bool:
+    """Free the lease row if `token` still holds it, and tell whether it did. Inside a transaction it is
+    also a fence, as lease_holds is: the row stays locked until commit, and a runner whose token is no
+    longer the row's gives nothing back, so it can roll back what it meant to commit. The lock connection
+    is let go after the commit (lease_unlock)."""
+    return ExtractionLease.objects.filter(user_id=user_id, token=token).update(run=None) == 1
+
+
+def lease_unlock(*, user_id: int, token: int) -> None:
+    """Let go of the lease's advisory lock: the next runner of the person may start."""
+    with _holders_lock:
+        holder = _holders.pop((user_id, token), None)
+    if holder is not None:
+        holder.close()  # the advisory lock goes with the connection
 
 
 def lease_holds(*, user_id: int, token: int) -> bool:
