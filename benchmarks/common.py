@@ -456,10 +456,12 @@ def timed_run(run: Any) -> TimedRun:
     """Execute `run` once through ExtractionPipeline, timing it and counting every SQL statement."""
     from django.db import connection
 
+    from extraction.llm import gemini_client
     from extraction.pipeline import ExtractionPipeline
     from integrations.mail.clean import clean_warm_up
 
-    clean_warm_up()  # as a worker does when it starts (config/celery.py), not in its first run
+    clean_warm_up()  # as a worker and each of its processes do when they start (config/celery.py),
+    gemini_client()  # not in their first run
     gc.collect()
     rss_before = peak_rss_mb()
     sampler = _RssSampler()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_init
 
 from config import celery
+from extraction import llm
 from integrations.mail.clean import _identifier
 
 
@@ -19,3 +20,16 @@ def test_a_worker_loads_the_language_model_before_its_first_run() -> None:
 
     assert _identifier.cache_info().currsize == 1
     assert _identifier().classify("Could you please send me the report by Friday?")[0] == "en"
+
+
+def test_each_worker_process_makes_its_gemini_client_before_its_first_run() -> None:
+    """Made after the fork (a client's HTTP connections are not shared between processes), before a run."""
+    connected = [receiver() for _, receiver in worker_process_init.receivers]
+    assert celery._make_clients in connected
+    llm._shared.clear()
+
+    celery._make_clients()
+
+    assert len(llm._shared) == 1
+    made = next(iter(llm._shared.values()))
+    assert llm.gemini_client() is made  # the first run finds it made
