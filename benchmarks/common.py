@@ -456,12 +456,14 @@ def timed_run(run: Any) -> TimedRun:
     """Execute `run` once through ExtractionPipeline, timing it and counting every SQL statement."""
     from django.db import connection
 
+    from config.celery import malloc_arenas_limit
     from extraction.llm import gemini_client
     from extraction.pipeline import ExtractionPipeline
     from integrations.mail.clean import clean_warm_up
 
-    clean_warm_up()  # as a worker and each of its processes do when they start (config/celery.py),
-    gemini_client()  # not in their first run
+    malloc_arenas_limit()  # as a worker and each of its processes do when they start (config/celery.py),
+    clean_warm_up()  # not in their first run
+    gemini_client()
     gc.collect()
     rss_before = peak_rss_mb()
     sampler = _RssSampler()

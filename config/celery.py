@@ -1,5 +1,7 @@
 """The Celery app. Background work lives in `<app>/jobs.py`, so "task" always means a to-do item."""
 
+import ctypes
+import ctypes.util
 import logging
 import os
 from typing import Any
@@ -16,12 +18,30 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(related_name="jobs")
 
 
+M_ARENA_MAX = -8  # glibc's mallopt parameter: how many heaps malloc may keep
+
+
+def malloc_arenas_limit(arenas: int = 2) -> bool:
+    """At most `arenas` malloc heaps in this process (and the processes it forks). glibc gives threads that
+    allocate at the same time heaps of their own, up to eight per core; a run's threads (its Gemini calls,
+    its fetch ahead) leave each fragmented, and a long run's memory crept with the mail it read (about 1 KB
+    an email, measured: benchmarks/README.md). Takes effect for heaps made after it: call it before threads
+    start. False where the C library is not glibc (nothing done)."""
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt if name else None
+    except (OSError, AttributeError):
+        mallopt = None
+    return bool(mallopt and mallopt(M_ARENA_MAX, arenas))
+
+
 @worker_init.connect
 def _warm_up(**kwargs: Any) -> None:
-    """Before the worker takes jobs (and before a prefork pool forks, so its children share it): load
-    what the first extraction run would otherwise load in the middle of its batches."""
+    """Before the worker takes jobs (and before a prefork pool forks, so its children share it): bound
+    malloc's heaps, and load what the first extraction run would otherwise load in the middle of its batches."""
     from integrations.mail.clean import clean_warm_up
 
+    malloc_arenas_limit()
     clean_warm_up()
 
 

@@ -33,3 +33,11 @@ def test_each_worker_process_makes_its_gemini_client_before_its_first_run() -> N
     assert len(llm._shared) == 1
     made = next(iter(llm._shared.values()))
     assert llm.gemini_client() is made  # the first run finds it made
+
+
+def test_a_worker_bounds_mallocs_heaps_before_its_threads_start() -> None:
+    """glibc's malloc answers the limit (a run's threads then share two heaps rather than fragment one each:
+    the memory figures of benchmarks/README.md)."""
+    connected = [receiver() for _, receiver in worker_init.receivers]
+    assert celery._warm_up in connected
+    assert celery.malloc_arenas_limit() is True
