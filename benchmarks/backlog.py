@@ -37,6 +37,7 @@ from benchmarks.common import (
     django_setup,
     git_version,
     postgres_server_url,
+    redis_purge,
 )
 from benchmarks.push_common import _start, _stop, wait_until
 
@@ -167,15 +168,9 @@ def main() -> int:
     finally:
         try:
             if django_ready:
-                import redis
-                from django.conf import settings
                 from django.db import connections
 
-                connection = redis.Redis.from_url(settings.REDIS_URL)
-                for pattern in (f"{NAME}*", f"_kombu.binding.{NAME}*"):
-                    keys = list(connection.scan_iter(match=pattern, count=1000))
-                    if keys:
-                        connection.delete(*keys)
+                redis_purge(NAME)
                 connections.close_all()
             if created is not None:
                 database_drop(created, DATABASE)

@@ -65,6 +65,7 @@ from benchmarks.common import (
     git_version,
     mail_mix,
     postgres_server_url,
+    redis_purge,
 )
 
 if TYPE_CHECKING:  # imported for real only after django.setup()
@@ -579,14 +580,7 @@ def report(f: dict[str, Any]) -> None:
 
 def redis_cleanup() -> None:
     """Remove this benchmark's queue, its unacknowledged messages and its cache keys from Redis database 2."""
-    import redis
-    from django.conf import settings
-
-    connection = redis.Redis.from_url(settings.REDIS_URL)
-    for pattern in (f"{CHAOS_NAME}*", f"_kombu.binding.{CHAOS_NAME}*"):
-        keys = list(connection.scan_iter(match=pattern, count=1000))
-        if keys:
-            connection.delete(*keys)
+    connection = redis_purge(CHAOS_NAME)
     for tag, value in connection.hgetall("unacked").items():  # kombu's, shared by every queue of the database
         try:
             routing_key = json.loads(value)[2]

@@ -513,3 +513,17 @@ def concurrency_figures(
         "rss_growth_mb": round(memory.end - memory.start, 1),
         "rss_peak_growth_mb": round(memory.peak - memory.start, 1),
     }
+
+
+def redis_purge(name: str) -> Any:
+    """Remove a benchmark's queue and cache keys (everything named `name*`, and kombu's bindings of its
+    queue) from the benchmarks' Redis database; returns the connection, for what else a benchmark removes."""
+    import redis
+    from django.conf import settings
+
+    connection = redis.Redis.from_url(settings.REDIS_URL)
+    for pattern in (f"{name}*", f"_kombu.binding.{name}*"):
+        keys = list(connection.scan_iter(match=pattern, count=1000))
+        if keys:
+            connection.delete(*keys)
+    return connection

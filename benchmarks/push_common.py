@@ -35,6 +35,7 @@ from benchmarks.common import (
     database_drop,
     django_setup,
     postgres_server_url,
+    redis_purge,
 )
 
 PUSH_NAME = "tasklift-push"  # the benchmark's Celery queue and cache prefix
@@ -202,14 +203,7 @@ def served_site(*, llm_latency_ms: int, worker_concurrency: int = 2) -> Iterator
 
 def _redis_cleanup() -> None:
     """This benchmark's queue and cache keys, from Redis database 2."""
-    import redis
-    from django.conf import settings
-
-    connection = redis.Redis.from_url(settings.REDIS_URL)
-    for pattern in (f"{PUSH_NAME}*", f"_kombu.binding.{PUSH_NAME}*"):
-        keys = list(connection.scan_iter(match=pattern, count=1000))
-        if keys:
-            connection.delete(*keys)
+    redis_purge(PUSH_NAME)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -47,6 +47,7 @@ from benchmarks.common import (
     django_setup,
     git_version,
     postgres_server_url,
+    redis_purge,
 )
 
 DATABASE = "tasklift_bench_scheduler"
@@ -147,14 +148,7 @@ def idle_run(user: Any) -> dict[str, Any]:
 
 def purge_redis() -> None:
     """The benchmark's queue (the runs that were never executed) and cache keys, from Redis database 2."""
-    import redis
-    from django.conf import settings
-
-    connection = redis.Redis.from_url(settings.REDIS_URL)
-    for pattern in (f"{NAME}*", f"_kombu.binding.{NAME}*"):
-        keys = list(connection.scan_iter(match=pattern, count=1000))
-        if keys:
-            connection.delete(*keys)
+    redis_purge(NAME)
 
 
 def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
