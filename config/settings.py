@@ -271,7 +271,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = LOCAL_DIR / "staticfiles"
+# Where `collectstatic` writes (production serves the files from there, through whitenoise).
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or LOCAL_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = not PRODUCTION
 if not PRODUCTION:

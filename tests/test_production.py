@@ -1,0 +1,229 @@
+"""Production mode for real, as docs/deploy.md runs it: `collectstatic`, `createsuperuser --noinput`, then the
+Procfile's `web` command (gunicorn, two processes) behind what a TLS proxy would send, on this test session's
+database, Redis and sandbox (a demo deployment, TASKLIFT_DEMO=true, with the sandbox over https)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from cryptography.fernet import Fernet
+from django.conf import settings
+
+from sandbox.server import SandboxServer
+from tests.processes import ROOT, process_env
+from tests.procfile import procfile_commands
+
+pytestmark = pytest.mark.django_db(transaction=True)  # gunicorn's processes read what this test commits
+
+HOST = "tasklift.test"  # the public name the proxy forwards as Host
+ADMIN_EMAIL = "admin@tasklift.test"
+ADMIN_PASSWORD = secrets.token_urlsafe(16)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def production_env(static_root: Path, **extra: str) -> dict[str, str]:
+    """A production demo's environment, every setting as docs/deploy.md names it; the database, Redis, queue and
+    sandbox are this test session's."""
+    env = process_env(
+        DJANGO_SETTINGS_MODULE="config.settings",  # the real settings, not the test ones
+        TASKLIFT_MODE="production",
+        TASKLIFT_DEMO="true",
+        SECRET_KEY=secrets.token_urlsafe(60),
+        TASKLIFT_ENCRYPTION_KEYS=Fernet.generate_key().decode(),
+        ALLOWED_HOSTS=HOST,
+        CSRF_TRUSTED_ORIGINS=f"https://{HOST}",
+        SITE_URL=f"https://{HOST}",
+        PUSH_BASE_URL=f"https://{HOST}",
+        EMAIL_HOST="smtp.invalid",  # required; nothing here sends mail
+        RATELIMIT_IP_META_KEY="HTTP_X_REAL_IP",
+        REDIS_URL=settings.REDIS_URL,
+        STATIC_ROOT=str(static_root),
+        # A production demo reaches the sandbox over https only: its TLS listener serves every route, and the
+        # clients trust the certificate it wrote (MICROSOFT_CA_BUNDLE, inherited from the test settings).
+        SANDBOX_URL=settings.SANDBOX_TLS_URL,
+        SANDBOX_TLS_URL=settings.SANDBOX_TLS_URL,
+        HTTPLIB2_CA_CERTS=settings.MICROSOFT_CA_BUNDLE,
+        SSL_CERT_FILE=settings.MICROSOFT_CA_BUNDLE,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # the Procfile's promise
+        DJANGO_SUPERUSER_EMAIL=ADMIN_EMAIL,
+        DJANGO_SUPERUSER_PASSWORD=ADMIN_PASSWORD,
+        **extra,
+    )
+    # What the test settings add for the development sandbox and for the rest of the suite is not production's.
+    for name in ("OAUTHLIB_INSECURE_TRANSPORT", "PUSH_ENABLED", "DEBUG"):
+        env.pop(name, None)
+    return env
+
+
+def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+class ProxiedClient:
+    """HTTP as the site's TLS proxy passes it on: Host, `X-Forwarded-Proto: https` and the client's address in
+    `X-Real-IP`. The browser spoke https, so the cookies it keeps are the secure ones and it sends them back; a
+    requests cookie jar would hold them back from the proxy's plain-http hop, so the Cookie header is sent here."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.cookies: dict[str, Any] = {}  # name -> the http.cookiejar.Cookie the site set
+        self.http = requests.Session()
+        self.http.trust_env = False
+
+    def request(self, method: str, path: str, *, proxied: bool = True, **kwargs: Any) -> requests.Response:
+        headers = {"Host": HOST, **kwargs.pop("headers", {})}
+        if proxied:
+            headers.update({"X-Forwarded-Proto": "https", "X-Real-IP": "203.0.113.7"})
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{c.name}={c.value}" for c in self.cookies.values())
+        response = self.http.request(
+            method, self.base_url + path, headers=headers, allow_redirects=False, timeout=30, **kwargs
+        )
+        for cookie in response.cookies:
+            self.cookies[cookie.name] = cookie
+        self.http.cookies.clear()
+        return response
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, data: dict[str, str]) -> requests.Response:
+        return self.request("POST", path, data=data, headers={"Origin": f"https://{HOST}"})
+
+    def log_in(self, email: str, password: str) -> requests.Response:
+        page = self.get("/login/")
+        assert page.status_code == 200, page.text[-2000:]
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+        assert token, page.text[-2000:]
+        return self.post("/login/", {"csrfmiddlewaretoken": token[1], "username": email, "password": password})
+
+
+@dataclass
+class Production:
+    client: ProxiedClient
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def static_root(sandbox_server: SandboxServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`manage.py collectstatic --noinput` in production mode (the runbook's step after `migrate`)."""
+    root = tmp_path_factory.mktemp("static")
+    collected = manage(production_env(root), "collectstatic", "--noinput")
+    assert collected.returncode == 0, collected.stderr[-3000:]
+    return root
+
+
+@pytest.fixture
+def production(static_root: Path, tmp_path: Path) -> Iterator[Production]:
+    """`createsuperuser --noinput`, then the Procfile's web command until the test ends."""
+    port = _free_port()
+    env = production_env(static_root, WEB_CONCURRENCY="2", GUNICORN_BIND=f"127.0.0.1:{port}")
+    made = manage(env, "createsuperuser", "--noinput")
+    assert made.returncode == 0, made.stderr[-3000:]
+
+    log = tmp_path / "web.log"
+    with log.open("w") as output:
+        web = subprocess.Popen(
+            shlex.split(procfile_commands()["web"]),
+            cwd=ROOT,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopped whole, master and workers
+        )
+    client = ProxiedClient(f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert web.poll() is None, f"gunicorn exited {web.returncode}:\n{log.read_text()[-3000:]}"
+            try:
+                if client.get("/healthz").status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline, f"gunicorn did not answer /healthz:\n{log.read_text()[-3000:]}"
+            time.sleep(0.2)
+        yield Production(client=client, log=log)
+    finally:
+        os.killpg(web.pid, signal.SIGTERM)
+        try:
+            web.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(web.pid, signal.SIGKILL)
+            web.wait(timeout=10)
+
+
+def test_production_serves_pages_static_files_and_the_api_docs_through_gunicorn(production: Production) -> None:
+    client = production.client
+    assert production.log.read_text().count("Booting worker") == 2, production.log.read_text()  # WEB_CONCURRENCY
+
+    # Plain http that did not come through the TLS proxy is sent to https, as production promises.
+    direct = client.get("/login/", proxied=False)
+    assert direct.status_code == 301
+    assert direct.headers["Location"] == f"https://{HOST}/login/"
+
+    login = client.get("/login/")
+    assert login.status_code == 200, login.text[-2000:]
+    stylesheet = re.search(r'<link rel="stylesheet" href="([^"]+)"', login.text)
+    assert stylesheet and re.fullmatch(r"/static/css/app\.[0-9a-f]{12}\.css", stylesheet[1]), login.text[:2000]
+    css = client.get(stylesheet[1])
+    assert css.status_code == 200
+    assert css.headers["Content-Type"].startswith("text/css")
+    assert "immutable" in css.headers["Cache-Control"]  # a hashed name is cached for good
+
+    logged_in = client.log_in(ADMIN_EMAIL, ADMIN_PASSWORD)
+    assert logged_in.status_code == 302, logged_in.text[-2000:]
+    assert logged_in.headers["Location"] == "/"
+    for name in ("sessionid", "csrftoken"):
+        assert client.cookies[name].secure, name  # a browser sends them over https only
+
+    tasks = client.get("/")
+    assert tasks.status_code == 200, tasks.text[-2000:]
+    assert "Log in" not in tasks.text
+
+    docs = client.get("/api/docs")  # the superuser is staff; API_DOCS is "staff" in production
+    assert docs.status_code == 200, docs.text[-2000:]
+    for asset in re.findall(r'(?:href|src)="(/static/[^"]+)"', docs.text):
+        assert client.get(asset).status_code == 200, asset  # Swagger UI's stylesheet and scripts
+    assert client.get("/api/openapi.json").status_code == 200
+
+    admin = client.get("/admin/")
+    assert admin.status_code == 200, admin.text[-2000:]
+
+    # --- /readyz (helper "ready") --------------------------------------------------------------------------
+    # --- /metrics (helper "metrics") ------------------------------------------------------------------------
+
+
+def test_every_static_file_a_template_names_is_in_the_manifest(static_root: Path) -> None:
+    """collectstatic's post-processing already refused a stylesheet or script naming a file that is not shipped
+    (the swagger-ui.css.map of issue 19); a template naming one would be a 500 on its page alone."""
+    manifest = json.loads((static_root / "staticfiles.json").read_text())["paths"]
+    named = {
+        match
+        for template in (ROOT / "templates").rglob("*.html")
+        for match in re.findall(r"""\{%\s*static\s+['"]([^'"]+)['"]""", template.read_text())
+    }
+    assert "css/app.css" in named
+    assert sorted(named - manifest.keys()) == []
