@@ -8,7 +8,7 @@ import json
 import re
 import shlex
 import tomllib
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import yaml
 from django.conf import settings
@@ -163,4 +163,3 @@ def test_the_runbook_steps_are_a_numbered_list_of_shell_commands() -> None:
         assert needed in commands, needed
     order = [commands.index(word) for word in ("migrate", "collectstatic", "createsuperuser", "systemctl enable")]
     assert order == sorted(order)
-    assert Path(ROOT / "deploy" / "systemd").is_dir()
