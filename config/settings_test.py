@@ -27,6 +27,8 @@ os.environ.setdefault("MICROSOFT_CA_BUNDLE", f"{tempfile.gettempdir()}/tasklift-
 for name in ("GOOGLE_CLIENT_ID", "GEMINI_API_KEY", "MICROSOFT_CLIENT_ID"):
     os.environ.pop(name, None)  # tests always run against the sandbox
 os.environ.setdefault("GEMINI_RETRY_INITIAL_DELAY_S", "0.01")
+if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # this run's metrics, shared with the processes it starts
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=f"tasklift-test-{os.getpid()}-metrics-")
 # Push needs the site reachable by the sandbox: only the tests that serve it (live_server) turn it on.
 os.environ.setdefault("PUSH_ENABLED", "false")
 
