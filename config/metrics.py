@@ -143,7 +143,7 @@ class MailboxesBehind(Collector):
     index serves five aggregates at once, and the table is small beside the runs and the ledger)."""
 
     def collect(self) -> Iterator[Metric]:
-        from django.db.models import Count, F, Max, Min, Q
+        from django.db.models import Count, F, Min, Q
         from django.db.models.functions import Coalesce
         from django.utils import timezone
 
@@ -164,7 +164,6 @@ class MailboxesBehind(Collector):
                 throttled=Count("pk", filter=active & Q(retry_after__gt=now)),
                 reconnect=Count("pk", filter=Q(status=Integration.Status.NEEDS_REAUTH)),
                 active=Count("pk", filter=active),
-                newest=Max("pk"),  # keeps a provider whose every mailbox is disconnected in the rows
             )
         )
         read_age = GaugeMetricFamily(
@@ -204,7 +203,8 @@ class QueueLength(Collector):
         from config.celery import app
 
         queue = settings.CELERY_TASK_DEFAULT_QUEUE
-        with app.connection_for_read() as connection:
+        # A connection of the app's pool, kept between scrapes: opening one costs more than the LLEN.
+        with app.pool.acquire(block=True, timeout=2) as connection:
             connection.ensure_connection(max_retries=1, timeout=2)
             length = connection.default_channel.client.llen(queue)
         yield GaugeMetricFamily("tasklift_queue_length", "Jobs waiting in the Celery queue.", value=int(length))
