@@ -4,8 +4,9 @@ Counters and the histogram are written by whichever process does the work (gunic
 pool processes) into files under PROMETHEUS_MULTIPROC_DIR, one set per process (prometheus_client's
 multiprocess mode), and `/metrics` sums every file of that directory. That directory must be one for the
 whole deployment on a machine and emptied when the deployment starts, before any process (`manage.py
-metrics_clear`): a process dying does not lose its counts, and files left from an earlier start would be
-counted again as a process of the same pid. A Celery worker on another machine writes its own directory,
+metrics_clear`): a process that ends leaves its file, so that its counts stay in the totals, and without
+that emptying the files of every process since the first start would pile up (a new process of a pid seen
+before even carries on from that one's counts). A Celery worker on another machine writes its own directory,
 which a web process there must serve.
 
 The gauges are read when Prometheus asks, never kept: the mailboxes behind from one aggregate statement

@@ -21,9 +21,10 @@ from extraction.models import ExtractionRun
 from extraction.services import extraction_run_request
 from integrations.models import Integration
 from sandbox.client import SandboxClient
-from tests.conftest import GmailBox
+from tests.conftest import GmailBox, run_extraction
+from tests.extraction.test_bulk_skip import NEWSLETTER
 from tests.factories import IntegrationFactory, UserFactory
-from tests.mail import ask, no_ask, rfc822
+from tests.mail import ask, no_ask
 from tests.processes import ROOT, process_env, run_extract
 from tests.test_settings import _environment, _production
 
@@ -101,17 +102,13 @@ def test_production_without_a_token_refuses_metrics_and_with_one_wants_it() -> N
 
 
 # What they say ---------------------------------------------------------------------------------------
-BULK = rfc822("Our spring sale", "Could you look at our new spring collection? 20% off this week.\n")
-BULK = BULK.replace("Subject:", "List-Unsubscribe: <https://shop.example/unsubscribe>\nPrecedence: bulk\nSubject:", 1)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_run_in_a_worker_process_shows_in_the_web_process_scrape(
     client: Client, token: str, gmail: GmailBox, sandbox: SandboxClient
 ) -> None:
     """A real run through the sandbox, in a process of its own (as a Celery pool process runs it): its
     outcome, its emails, its Gemini calls and tokens are in the scrape this process serves."""
-    for raw in (ask(1), ask(2), no_ask(3), BULK):
+    for raw in (ask(1), ask(2), no_ask(3), NEWSLETTER):
         gmail.deliver(raw)
     poison = gmail.deliver(ask(4))
     sandbox.fault("gemini", 200, body={"promptFeedback": {"blockReason": "SAFETY"}}, times=None, match="project 4 ")
@@ -143,8 +140,6 @@ def test_a_run_in_a_worker_process_shows_in_the_web_process_scrape(
 
 @pytest.mark.django_db
 def test_gemini_429s_are_counted(client: Client, token: str, gmail: GmailBox, sandbox: SandboxClient) -> None:
-    from tests.conftest import run_extraction
-
     gmail.deliver(ask(1))
     sandbox.fault("gemini", 429, times=1, headers={"Retry-After": "0"})
     before = scrape(client)
