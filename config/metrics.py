@@ -95,8 +95,8 @@ RUN_COUNTS = {
 
 
 def run_ended(run: ExtractionRun) -> None:
-    """Count a run that has just ended, with what its record says it did. A run not ended (another delivery
-    of it took it over) is counted by the delivery that ends it."""
+    """Count a run that has just ended, with what its record says it did (its counts summed over all its
+    deliveries), once: by the delivery that ended it."""
     if not run.is_finished:
         return
     RUNS.labels(run.trigger, run.status).inc()

@@ -227,7 +227,8 @@ class ExtractionPipeline:
             else:
                 lease_release(user_id=self.run.user_id, token=token)
         self.run.refresh_from_db()  # the counters are summed in the database
-        run_ended(self.run)
+        if self.run.lease_token == token:  # this delivery wrote the end, not one that took the run over
+            run_ended(self.run)
         return self.run
 
     def _check_consent(self) -> None:
