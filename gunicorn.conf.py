@@ -4,8 +4,26 @@
 """
 
 import os
+from typing import Any
 
 bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = timeout
+
+# Metrics (config/metrics.py): every worker writes its counts under PROMETHEUS_MULTIPROC_DIR, the directory
+# config/settings.py names by default (TASKLIFT_LOCAL_DIR/metrics); the master needs it too, to tidy after a
+# worker that exits.
+os.environ.setdefault(
+    "PROMETHEUS_MULTIPROC_DIR",
+    os.path.join(
+        os.environ.get("TASKLIFT_LOCAL_DIR", "").strip() or os.path.join(os.path.dirname(__file__), ".local"), "metrics"
+    ),
+)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker is gone: its live gauges go with it (its counters stay counted)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -55,3 +55,11 @@ def _make_clients(**kwargs: Any) -> None:
         gemini_client()
     except Exception:  # a misconfiguration: the first run reports it; the worker still starts
         logger.exception("could not make the Gemini client at the worker's start")
+
+
+@worker_process_shutdown.connect
+def _metrics_process_dead(pid: int | None = None, **kwargs: Any) -> None:
+    """A pool process exits: its live gauges go with it (its counters stay counted, config/metrics.py)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid or os.getpid())  # type: ignore[no-untyped-call]

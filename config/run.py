@@ -51,6 +51,7 @@ def main() -> None:
     say("Migrating the database and seeding the demo accounts…")
     call_command("migrate", interactive=False, verbosity=0)
     call_command("seed_demo", password=DEMO_PASSWORD, admin_password=ADMIN_PASSWORD)
+    call_command("metrics_clear", verbosity=0)  # no process of ours runs yet (stop_leftovers)
 
     commands = _commands(port)
     logs = local_dir / "logs"

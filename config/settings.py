@@ -318,6 +318,18 @@ API_DOCS = env_str("API_DOCS", "staff" if PRODUCTION else "public")
 if API_DOCS not in ("public", "staff", "off"):
     raise ImproperlyConfigured("API_DOCS must be 'public', 'staff' or 'off'.")
 
+# Metrics (config/metrics.py): Prometheus text at /metrics. With METRICS_TOKEN it wants that bearer token;
+# without one it is refused in production and served to loopback only in development. Every process writes
+# its counts under PROMETHEUS_MULTIPROC_DIR (prometheus_client reads the variable: it is set here for this
+# process and the ones it starts), emptied when the deployment starts (`manage.py metrics_clear`).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+PROMETHEUS_MULTIPROC_DIR = Path(env_str("PROMETHEUS_MULTIPROC_DIR") or LOCAL_DIR / "metrics")
+PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
+if PRODUCTION:
+    # Prometheus usually scrapes a web process directly, over the private network, not through the proxy.
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+
 # Content-Security-Policy (django-csp) --------------------------------------------------------------
 # Everything from our own origin; no inline script or style, no eval (htmx runs with allowEval off and its
 # indicator style off, templates/base.html; the API docs start Swagger UI from static/js/api-docs.js). The

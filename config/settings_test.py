@@ -6,7 +6,9 @@ and a test database name of this run (so two test runs side by side do not distu
 ports for the sandbox, which the test session starts there.
 """
 
+import atexit
 import os
+import shutil
 import socket
 import tempfile
 
@@ -27,6 +29,9 @@ os.environ.setdefault("MICROSOFT_CA_BUNDLE", f"{tempfile.gettempdir()}/tasklift-
 for name in ("GOOGLE_CLIENT_ID", "GEMINI_API_KEY", "MICROSOFT_CLIENT_ID"):
     os.environ.pop(name, None)  # tests always run against the sandbox
 os.environ.setdefault("GEMINI_RETRY_INITIAL_DELAY_S", "0.01")
+if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # this run's metrics, shared with the processes it starts
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=f"tasklift-test-{os.getpid()}-metrics-")
+    atexit.register(shutil.rmtree, os.environ["PROMETHEUS_MULTIPROC_DIR"], True)
 # Push needs the site reachable by the sandbox: only the tests that serve it (live_server) turn it on.
 os.environ.setdefault("PUSH_ENABLED", "false")
 

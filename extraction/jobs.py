@@ -8,6 +8,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from config.metrics import REAPER
 from extraction.models import ExtractionRun
 from extraction.pipeline import LeaseBusy, extraction_run_execute
 from extraction.scheduling import extraction_runs_request_many, mailboxes_claim_due
@@ -81,4 +82,6 @@ def extraction_reap_job() -> int:
     """Runs whose runner died (kill -9, a lost worker, the database lost under it) are taken up again
     within a reaper interval, not after the broker's visibility timeout."""
     requeued, given_up = extraction_runs_reap()
+    REAPER.labels("requeued").inc(requeued)
+    REAPER.labels("given_up").inc(given_up)
     return requeued + given_up

@@ -29,6 +29,7 @@ from google import genai
 from google.genai import errors, types
 from pydantic import ValidationError
 
+from config.metrics import GEMINI_TOKENS, gemini_call_observed
 from extraction.crashpoints import crash_point
 from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, Prompt, build_prompt
 from extraction.quota import QuotaExhausted, gemini_quota_pause, gemini_quota_take
@@ -274,10 +275,14 @@ class GeminiClient:
                     status=429,
                     retry_after=exhausted.wait,
                 ) from exhausted
+            started = time.monotonic()
             try:
-                return self._call(contents)
+                response = self._call(contents)
+                gemini_call_observed(started, status=200)
+                return response
             except (errors.APIError, httpx2.TimeoutException, httpx2.RequestError) as exc:
                 status = exc.code if isinstance(exc, errors.APIError) else None
+                gemini_call_observed(started, status=status, timed_out=isinstance(exc, httpx2.TimeoutException))
                 if status is not None and status not in RETRY_STATUS_CODES:
                     raise
                 asked = server_retry_delay(exc) if isinstance(exc, errors.APIError) else None
@@ -324,6 +329,8 @@ class GeminiClient:
 
         calls = self._attempts.count
         usage = _usage(response)
+        GEMINI_TOKENS.labels("prompt").inc(usage.prompt_tokens)
+        GEMINI_TOKENS.labels("output").inc(usage.output_tokens)
         logger.info(
             "gemini answered",
             extra={"model": self.model, "emails": len(mapping), "calls": calls, "prompt_tokens": usage.prompt_tokens},

@@ -27,6 +27,7 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from accounts.selectors import consent_is_current, reading_choices
+from config.metrics import run_ended
 from extraction.crashpoints import crash_point
 from extraction.llm import (
     GeminiClient,
@@ -226,6 +227,8 @@ class ExtractionPipeline:
             else:
                 lease_release(user_id=self.run.user_id, token=token)
         self.run.refresh_from_db()  # the counters are summed in the database
+        if self.run.lease_token == token:  # this delivery wrote the end, not one that took the run over
+            run_ended(self.run)
         return self.run
 
     def _check_consent(self) -> None:

@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import User
+from config.metrics import RUNS
 from extraction.models import ExtractionLease, ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.selectors import lease_live_user_ids
 from tasks.services import db_text
@@ -55,9 +56,12 @@ def extraction_run_send(run: ExtractionRun, job: Any) -> None:
 
 def extraction_run_give_up(*, run: ExtractionRun, code: str, message: str) -> None:
     """End a run that cannot go on (never started, or its worker kept dying)."""
-    ExtractionRun.objects.filter(pk=run.pk).exclude(status__in=ExtractionRun.FINISHED).update(
-        status=ExtractionRun.Status.FAILED, error_code=code, error_message=message, finished_at=timezone.now()
-    )
+    if (
+        ExtractionRun.objects.filter(pk=run.pk)
+        .exclude(status__in=ExtractionRun.FINISHED)
+        .update(status=ExtractionRun.Status.FAILED, error_code=code, error_message=message, finished_at=timezone.now())
+    ):
+        RUNS.labels(run.trigger, ExtractionRun.Status.FAILED).inc()
 
 
 # Lease --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from config.metrics import push_rings_count
 from extraction.scheduling import extraction_doorbell, gmail_ring_covered, outlook_ring_covered
 from integrations.jobs import push_channel_open_job, push_channel_renew_job
 from integrations.models import Integration, PushChannel
@@ -39,15 +40,18 @@ def gmail_push(request: HttpRequest) -> HttpResponse:
         pubsub_token_verify(request.headers.get("Authorization", ""))
     except PushRefused as refused:
         logger.warning("gmail push refused: %s", refused.reason)
+        push_rings_count("gmail", refused=1)
         return _error(refused.status, "push_refused", "The push token was refused.")
     try:
         push = pubsub_envelope_read(request.body)
     except (ValueError, UnicodeDecodeError):
+        push_rings_count("gmail", malformed=1)
         return _error(400, "bad_envelope", "The body is not a Pub/Sub envelope of a Gmail notification.")
     integrations = Integration.objects.filter(
         provider=Integration.Provider.GMAIL, account_address=push.address, status=Integration.Status.ACTIVE
     )
     rung = [i.pk for i in integrations if not gmail_ring_covered(integration=i, history_id=push.history_id)]
+    push_rings_count("gmail", **{"accepted" if integrations else "unknown": 1})
     queued = extraction_doorbell(integration_ids=rung)
     logger.info(
         "gmail push history=%s mailboxes=%d rung=%d queued=%d", push.history_id, len(integrations), len(rung), queued
@@ -107,8 +111,11 @@ def _checked(request: HttpRequest) -> HttpResponse | Checked:
         return handshake
     items = _notifications(request)
     if items is None:
+        push_rings_count("outlook", malformed=1)
         return _error(400, "bad_notification", "The body is not a Graph notification collection.")
     genuine, refused = _genuine(items)
+    accepted = sum(len(notes) for notes in genuine.values())
+    push_rings_count("outlook", accepted=accepted, refused=refused, unknown=len(items) - accepted - refused)
     if refused and not genuine:
         return _error(403, "client_state_refused", "No notification carried the subscription's clientState.")
     return genuine, items, refused
