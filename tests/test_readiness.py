@@ -176,16 +176,18 @@ def test_a_second_beat_sends_nothing_while_the_first_runs_and_takes_over_when_it
     lock_seconds = 3
     celery = celery_processes(BEAT_LOCK_SECONDS=str(lock_seconds), READYZ_BEAT_SECONDS="3", EXTRACTION_SCAN_SECONDS="1")
     first = celery.start("first", "beat", "--schedule", str(celery.folder / "first-schedule"))
-    celery.wait_for_log("first", "holds the lock: this beat sends the schedule")
+    celery.wait_for_log("first", f"Sending due task extraction-schedule ({SCAN_JOB})")
     celery.start("second", "beat", "--schedule", str(celery.folder / "second-schedule"))
-    celery.wait_for_log("second", "is waiting for the lock held by beat")
+    celery.wait_for_log("second", "beat: Starting...")
+    time.sleep(2)  # its first ticks
 
     before = scans_queued()
     time.sleep(6)
     sent = scans_queued() - before
     assert 3 <= sent <= 8  # one beat's scans (one a second), not two beats' (about 12)
-    assert "Sending due task" in celery.log("first")
     assert "Sending due task" not in celery.log("second")
+    assert "holds the lock: this beat sends the schedule" in celery.log("first")
+    assert "is waiting for the lock held by beat" in celery.log("second")  # what its operator reads
 
     celery.kill(first)
     killed = time.monotonic()
@@ -195,6 +197,16 @@ def test_a_second_beat_sends_nothing_while_the_first_runs_and_takes_over_when_it
     after = scans_queued()
     time.sleep(3)
     assert scans_queued() > after  # the scan goes on, now from the second beat
+
+    # Redis restarted without persistence: the lock is gone. The beat finds its token gone, and takes the lock
+    # again (no other beat is waiting); the scan goes on.
+    lock = f"{settings.CACHES['default']['KEY_PREFIX']}:readiness:beat-lock"
+    assert redis.Redis.from_url(settings.REDIS_URL).delete(lock) == 1
+    celery.wait_for_log("second", "lost its lock (Redis restarted", timeout=10)
+    after = scans_queued()
+    time.sleep(3)
+    assert scans_queued() > after
+    assert celery.log("second").count("holds the lock: this beat sends the schedule") == 1
 
 
 def test_readyz_names_the_database_when_it_is_unreachable_and_shows_no_secret() -> None:
