@@ -298,3 +298,27 @@ def test_readyz_names_the_static_manifest_in_production_until_collectstatic_and_
     restarted, static_restarted = pages("serve")
     assert restarted == 200
     assert static_restarted == "ok (manifest)"
+
+
+@pytest.mark.django_db
+def test_readyz_is_a_few_round_trips_and_never_cached(
+    client: Client, django_assert_max_num_queries: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load balancer asks every few seconds, from every web process: one database query and three Redis
+    round trips (ping, the workers' heartbeats, beat's tick), and no cache between it and the truth."""
+    import redis.connection
+
+    client.get("/readyz")  # the connections made, as in a process that has served before
+    sends: list[bytes] = []
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counting_send(self: redis.connection.AbstractConnection, command: Any, check_health: bool = True) -> None:
+        sends.append(command if isinstance(command, bytes) else b"".join(bytes(part) for part in command))
+        send(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting_send)
+    with django_assert_max_num_queries(1):
+        response = client.get("/readyz")
+    assert response.status_code == 503  # no worker, no beat in this test
+    assert len(sends) <= 3
+    assert "no-store" in response["Cache-Control"]
