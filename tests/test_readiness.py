@@ -123,7 +123,7 @@ def test_readyz_names_the_worker_until_one_runs_keeps_it_through_a_long_run_and_
     celery = celery_processes(READYZ_WORKER_SECONDS=str(window), BEAT_LOCK_SECONDS="3", READYZ_BEAT_SECONDS="3")
     celery.start("beat", "beat", "--schedule", str(celery.folder / "beat-schedule"))
 
-    body = wait_for_readyz(client, lambda status, body: body["checks"]["beat"].startswith("ok"), timeout=90)
+    wait_for_readyz(client, lambda status, body: body["checks"]["beat"].startswith("ok"), timeout=90)
     status, body = readyz(client)
     assert status == 503
     assert body["status"] == "error"
