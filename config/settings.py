@@ -46,6 +46,9 @@ if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     # A proxy that terminates TLS and redirects http itself may turn Django's redirect off.
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+    # Load balancers and supervisors ask these over plain http from inside; a redirect would answer for them
+    # (most probes count a 3xx as up). Neither carries a secret or sets a cookie.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     CSRF_COOKIE_HTTPONLY = True  # htmx and the API docs read the token from the page, never from the cookie

@@ -260,6 +260,9 @@ answers = [page, client.get("/readyz").json()["checks"]["static"]]
 if sys.argv[1] == "collect":
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], check=True)
     answers.append(client.get("/readyz").json()["checks"]["static"])
+else:  # a probe from inside asks over plain http; a person's browser is sent to https
+    plain = Client(raise_request_exception=False)
+    answers += [plain.get("/readyz").status_code, plain.get("/login/").status_code]
 print(json.dumps(answers))
 """
 
@@ -267,7 +270,8 @@ print(json.dumps(answers))
 def test_readyz_names_the_static_manifest_in_production_until_collectstatic_and_a_restart(tmp_path: Path) -> None:
     """The outage of issue 19: in production without collectstatic every page is a 500 while /healthz says
     200. /readyz names the static files and what to do: collectstatic, then restart the processes that
-    started before it (their storage read the manifest once, at their first page)."""
+    started before it (their storage read the manifest once, at their first page). A probe asking over plain
+    http gets that answer, not the redirect to https that pages get."""
     from tests.test_settings import _production
 
     environment = process_env(
@@ -295,9 +299,11 @@ def test_readyz_names_the_static_manifest_in_production_until_collectstatic_and_
     assert static_after_collect == (
         "error: this web process started before collectstatic wrote the manifest: restart it"
     )
-    restarted, static_restarted = pages("serve")
+    restarted, static_restarted, probe_over_http, page_over_http = pages("serve")
     assert restarted == 200
     assert static_restarted == "ok (manifest)"
+    assert probe_over_http == 503  # the answer itself (no worker runs here), not a redirect that looks like "up"
+    assert page_over_http == 301
 
 
 @pytest.mark.django_db
