@@ -209,32 +209,38 @@ def test_a_second_beat_sends_nothing_while_the_first_runs_and_takes_over_when_it
     assert celery.log("second").count("holds the lock: this beat sends the schedule") == 1
 
 
-def test_readyz_names_the_database_when_it_is_unreachable_and_shows_no_secret() -> None:
-    """A web process whose DATABASE_URL points at a closed port answers /readyz at once with a 503 that
-    names the database, and nothing of the URL (its password above all)."""
+def closed_port() -> int:
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
+        return int(sock.getsockname()[1])  # closed once the block ends: nothing listens there
+
+
+def readyz_in_a_process(**env: str) -> tuple[int, dict[str, Any], float]:
+    """/readyz as a web process started with `env` answers it, and how long it took (seconds)."""
     script = (
         "import django, json, time; django.setup();"
         "from django.test import Client; start = time.monotonic();"
         "response = Client().get('/readyz');"
         "print(json.dumps([response.status_code, response.json(), time.monotonic() - start]))"
     )
-    database_url = f"postgresql://tasklift:hunter2-not-shown@127.0.0.1:{port}/tasklift"
     result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env=process_env(DATABASE_URL=database_url),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+        [sys.executable, "-c", script], cwd=ROOT, env=process_env(**env),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     status, body, seconds = json.loads(result.stdout.strip().splitlines()[-1])
+    return status, body, seconds
+
+
+def test_readyz_names_the_database_when_it_is_unreachable_and_shows_no_secret() -> None:
+    """A web process whose DATABASE_URL points at a closed port answers /readyz at once with a 503 that
+    names the database, and nothing of the URL (its password above all)."""
+    port = closed_port()
+    status, body, seconds = readyz_in_a_process(
+        DATABASE_URL=f"postgresql://tasklift:hunter2-not-shown@127.0.0.1:{port}/tasklift"
+    )
     assert status == 503
     assert body["status"] == "error"
     assert body["checks"]["database"] == (
@@ -244,6 +250,22 @@ def test_readyz_names_the_database_when_it_is_unreachable_and_shows_no_secret() 
     assert seconds < 5
     shown = json.dumps(body)
     assert "hunter2" not in shown and str(port) not in shown and "tasklift:" not in shown
+
+
+def test_readyz_names_redis_and_what_it_cannot_tell_when_redis_is_unreachable() -> None:
+    """Redis down (restarting): /readyz says so at once, and that it cannot tell whether a worker or beat is
+    alive (their heartbeats are in Redis), rather than calling them dead."""
+    port = closed_port()
+    status, body, seconds = readyz_in_a_process(REDIS_URL=f"redis://:hunter2-not-shown@127.0.0.1:{port}/0")
+    assert status == 503
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["redis"] == (
+        "error: Redis did not answer (ConnectionError); check REDIS_URL and the Redis server"
+    )
+    assert body["checks"]["worker"].startswith("error: cannot tell: the workers' heartbeats are kept in Redis")
+    assert body["checks"]["beat"].startswith("error: cannot tell: beat's last tick is kept in Redis")
+    assert seconds < 5
+    assert "hunter2" not in json.dumps(body)
 
 
 PRODUCTION_PAGES = """
