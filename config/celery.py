@@ -9,6 +9,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 
+from config.heartbeat import WorkerHeartbeat
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 logger = logging.getLogger(__name__)
@@ -16,6 +18,7 @@ logger = logging.getLogger(__name__)
 app = Celery("tasklift")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(related_name="jobs")
+app.steps["consumer"].add(WorkerHeartbeat)  # what /readyz reads to know a worker is alive (config/heartbeat.py)
 
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter: how many heaps malloc may keep

@@ -46,6 +46,10 @@ if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     # A proxy that terminates TLS and redirects http itself may turn Django's redirect off.
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+    # Load balancers, supervisors and Prometheus ask these over plain http from inside, not through the proxy;
+    # a redirect would answer for them (most probes count a 3xx as up). None sets a cookie; /metrics wants its
+    # bearer token, which a private network carries.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     CSRF_COOKIE_HTTPONLY = True  # htmx and the API docs read the token from the page, never from the cookie
@@ -153,6 +157,20 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
+# One beat at a time, however many are started (config/beat.py): the one holding a Redis lock of
+# BEAT_LOCK_SECONDS sends the schedule; another takes over within about BEAT_LOCK_SECONDS * 4/3 of its death.
+CELERY_BEAT_SCHEDULER = "config.beat:LockedScheduler"
+BEAT_LOCK_SECONDS = env_int("BEAT_LOCK_SECONDS", 30, minimum=3)
+# /readyz (config/health.py): a worker counts as alive when its heartbeat is younger than READYZ_WORKER_SECONDS
+# (it writes one every quarter of that); beat, when the lock holder ticked within READYZ_BEAT_SECONDS (it ticks
+# at least every BEAT_LOCK_SECONDS / 3, whatever the schedule's intervals).
+READYZ_WORKER_SECONDS = env_int("READYZ_WORKER_SECONDS", 60, minimum=1)
+READYZ_BEAT_SECONDS = env_int("READYZ_BEAT_SECONDS", 60, minimum=1)
+if READYZ_BEAT_SECONDS < BEAT_LOCK_SECONDS:
+    raise ImproperlyConfigured(
+        "READYZ_BEAT_SECONDS must be at least BEAT_LOCK_SECONDS, or /readyz would call a beat that is just"
+        " between two ticks (BEAT_LOCK_SECONDS / 3 apart at most) dead."
+    )
 
 # Rate limiting (django-ratelimit) uses the shared Redis cache. Behind a proxy, name the META key that holds
 # the client's address (e.g. HTTP_X_REAL_IP set by the proxy), or every client counts as the proxy.
@@ -326,9 +344,6 @@ METRICS_TOKEN = env_str("METRICS_TOKEN")
 PROMETHEUS_MULTIPROC_DIR = Path(env_str("PROMETHEUS_MULTIPROC_DIR") or LOCAL_DIR / "metrics")
 PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
-if PRODUCTION:
-    # Prometheus usually scrapes a web process directly, over the private network, not through the proxy.
-    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 
 # Content-Security-Policy (django-csp) --------------------------------------------------------------
 # Everything from our own origin; no inline script or style, no eval (htmx runs with allowEval off and its

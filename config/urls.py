@@ -6,7 +6,7 @@ from accounts import views as account_views
 from accounts.throttle import login_throttled
 from config.api import api, api_not_found
 from config.csp import csp_report
-from config.health import healthz
+from config.health import healthz, readyz
 from config.metrics import metrics
 from extraction import views as extraction_views
 from integrations import views as integration_views
@@ -66,6 +66,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
+    path("readyz", readyz, name="readyz"),
     path("csp-report/", csp_report, name="csp_report"),
     path("admin/login/", login_throttled(admin.site.login)),  # before the admin's own routes
     path("admin/", admin.site.urls),
