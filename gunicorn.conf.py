@@ -9,3 +9,11 @@ bind = os.environ.get("GUNICORN_BIND") or f"0.0.0.0:{os.environ.get('PORT', '800
 workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = timeout
+
+# gunicorn's error and access logs through our logging configuration (LOG_FORMAT, LOG_LEVEL): one JSON
+# object a line in production, redacted (an OAuth callback's ?code=…&state=… never reaches the access log).
+# Setting logconfig_dict is also what turns gunicorn's access log on.
+from config.logconfig import log_settings, logging_config  # noqa: E402
+
+_log_format, _log_level = log_settings()
+logconfig_dict = logging_config(log_format=_log_format, level=_log_level)

@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded
 from config.env import env_bool, env_int, env_list, env_str
+from config.logconfig import log_settings, logging_config
 
 django_stubs_ext.monkeypatch()  # generic Django classes (forms, managers) at run time
 
@@ -285,32 +286,10 @@ STORAGES = {
     },
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    # No authorization code or state of an OAuth callback URL reaches a log (config/logfilters.py).
-    "filters": {"redact": {"()": "config.logfilters.RedactOAuthParams"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {
-        # Libraries that log token responses or request URLs at DEBUG: never below WARNING, whatever
-        # LOG_LEVEL says, so that no OAuth token reaches a log.
-        "requests_oauthlib": {"level": "WARNING"},
-        "oauthlib": {"level": "WARNING"},
-        "google_auth_oauthlib": {"level": "WARNING"},
-        "google.auth": {"level": "WARNING"},
-        "msal": {"level": "WARNING"},
-        "requests": {"level": "WARNING"},
-        "googleapiclient": {"level": "WARNING"},
-        "httpx": {"level": "WARNING"},
-        "httpx2": {"level": "WARNING"},
-        "urllib3": {"level": "WARNING"},
-        "pgserver": {"level": "WARNING"},
-        # The development server's access log, through the redacting handler instead of its own.
-        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
-    },
-}
+# One JSON object a line (LOG_FORMAT=json, production's default) or plain lines; every handler redacts OAuth
+# codes and tokens and adds the ids of the run in progress (config/logconfig.py).
+LOG_FORMAT, LOG_LEVEL = log_settings()
+LOGGING = logging_config(log_format=LOG_FORMAT, level=LOG_LEVEL)
 
 # The API's docs and OpenAPI document: "public", "staff" (admins only) or "off".
 API_DOCS = env_str("API_DOCS", "staff" if PRODUCTION else "public")

@@ -175,3 +175,13 @@ def test_development_on_the_sandbox_lets_oauthlib_use_plain_http_loopback() -> N
     result = _import_settings(script, TASKLIFT_MODE="development")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["1"]
+
+
+def test_logs_are_json_in_production_and_plain_in_development() -> None:
+    script = "from django.conf import settings; print(settings.LOG_FORMAT)"
+    production = _import_settings(script, **_production(LOG_FORMAT=""))
+    development = _import_settings(script, TASKLIFT_MODE="development", LOG_FORMAT="")
+    assert production.stdout.split()[-1:] == ["json"], production.stderr[-2000:]
+    assert development.stdout.split()[-1:] == ["plain"], development.stderr[-2000:]
+    unknown = _import_settings(script, LOG_FORMAT="xml")
+    assert unknown.returncode != 0 and "LOG_FORMAT must be 'json' or 'plain'" in unknown.stderr
