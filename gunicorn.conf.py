@@ -27,3 +27,12 @@ def child_exit(server: Any, worker: Any) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+
+# gunicorn's error and access logs through our logging configuration (LOG_FORMAT, LOG_LEVEL): one JSON
+# object a line in production, redacted (an OAuth callback's ?code=…&state=… never reaches the access log).
+# Setting logconfig_dict is also what turns gunicorn's access log on.
+from config.logconfig import log_settings, logging_config  # noqa: E402
+
+_log_format, _log_level = log_settings()
+logconfig_dict = logging_config(log_format=_log_format, level=_log_level)

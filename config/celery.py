@@ -3,13 +3,23 @@
 import ctypes
 import ctypes.util
 import logging
+import logging.config
 import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_process_shutdown
+from celery.signals import (
+    celeryd_init,
+    setup_logging,
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+)
 
 from config.heartbeat import WorkerHeartbeat
+from config.logcontext import log_job_set
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -19,6 +29,29 @@ app = Celery("tasklift")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(related_name="jobs")
 app.steps["consumer"].add(WorkerHeartbeat)  # what /readyz reads to know a worker is alive (config/heartbeat.py)
+
+
+@celeryd_init.connect
+@setup_logging.connect
+def _logging(**kwargs: Any) -> None:
+    """The worker and beat log through our LOGGING (one handler, redacting, with the run ids, LOG_FORMAT),
+    not Celery's own handlers: without a receiver of setup_logging Celery gives its task and multiprocessing
+    loggers handlers of their own, which neither redact nor write JSON. LOG_LEVEL rules, not --loglevel.
+    Set up already when the worker starts (celeryd_init), so that its first warnings are log lines too."""
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+    logging.captureWarnings(True)
+
+
+@task_prerun.connect
+def _job_started(task_id: str | None = None, **kwargs: Any) -> None:
+    log_job_set(task_id)  # every line of a job carries Celery's task id
+
+
+@task_postrun.connect
+def _job_ended(**kwargs: Any) -> None:
+    log_job_set(None)
 
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter: how many heaps malloc may keep

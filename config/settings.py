@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded
 from config.env import env_bool, env_int, env_list, env_str
+from config.logconfig import log_settings, logging_config
 
 django_stubs_ext.monkeypatch()  # generic Django classes (forms, managers) at run time
 
@@ -179,6 +180,21 @@ RATELIMIT_IP_META_KEY = env_str("RATELIMIT_IP_META_KEY") or None
 
 # External services: real when configured, the sandbox otherwise ------------------------------------
 SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765").rstrip("/")
+# The sandbox's certificate, the file its https listeners' certificate is written to (`python -m sandbox
+# --cert-file`, `make run`): every client that reaches the sandbox over https trusts it, given explicitly
+# (config/trust.py). A demo deployment sets only this, beside an https SANDBOX_URL (docs/deploy.md). While
+# Microsoft is the sandbox, MICROSOFT_CA_BUNDLE, which named this file before, is read as its default.
+SANDBOX_CA_BUNDLE = (
+    env_str("SANDBOX_CA_BUNDLE")
+    or (env_str("MICROSOFT_CA_BUNDLE") if not env_str("MICROSOFT_CLIENT_ID") else "")
+    or str(LOCAL_DIR / "sandbox" / "tls-cert.pem")
+)
+_SANDBOX_TLS = SANDBOX_URL.startswith("https://")
+# httplib2 reads HTTPLIB2_CA_CERTS when it is imported and raises unless it names a file: naming a sandbox
+# certificate not written yet, it made every command crash. The Gmail client is given its CA file itself
+# (GOOGLE_CA_BUNDLE), so such a value is dropped from the environment, before anything imports httplib2.
+if os.environ.get("HTTPLIB2_CA_CERTS") and not os.path.isfile(os.environ["HTTPLIB2_CA_CERTS"]):
+    del os.environ["HTTPLIB2_CA_CERTS"]
 
 GOOGLE_CLIENT_ID = env_str("GOOGLE_CLIENT_ID")
 GOOGLE_CLIENT_SECRET = env_str("GOOGLE_CLIENT_SECRET")
@@ -190,6 +206,7 @@ if GOOGLE_SIMULATED:
     GOOGLE_TOKEN_URI = f"{SANDBOX_URL}/google/token"
     GOOGLE_REVOKE_URI = f"{SANDBOX_URL}/google/revoke"
     GMAIL_API_ENDPOINT = SANDBOX_URL
+    GOOGLE_CA_BUNDLE = SANDBOX_CA_BUNDLE if _SANDBOX_TLS else ""
     if not PRODUCTION:
         # oauthlib refuses plain http; the development sandbox is plain http on loopback. Never in production
         # (see "Production and the sandbox" below).
@@ -199,6 +216,7 @@ else:
     GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
     GOOGLE_REVOKE_URI = "https://oauth2.googleapis.com/revoke"
     GMAIL_API_ENDPOINT = "https://gmail.googleapis.com"
+    GOOGLE_CA_BUNDLE = ""  # the system's trust store
 GMAIL_BATCH_URI = f"{GMAIL_API_ENDPOINT}/batch/gmail/v1"
 GMAIL_SCOPES = ["https://www.googleapis.com/auth/gmail.readonly"]
 GMAIL_HTTP_TIMEOUT_S = env_int("GMAIL_HTTP_TIMEOUT_S", 30, minimum=1)
@@ -217,7 +235,7 @@ if MICROSOFT_SIMULATED:
     MICROSOFT_CLIENT_SECRET = "sandbox-microsoft-secret"
     MICROSOFT_AUTHORITY = f"{SANDBOX_TLS_URL}/{MICROSOFT_TENANT}"
     GRAPH_API_ENDPOINT = f"{SANDBOX_TLS_URL}/v1.0"
-    MICROSOFT_CA_BUNDLE = env_str("MICROSOFT_CA_BUNDLE") or str(LOCAL_DIR / "sandbox" / "tls-cert.pem")
+    MICROSOFT_CA_BUNDLE = env_str("MICROSOFT_CA_BUNDLE") or SANDBOX_CA_BUNDLE
 else:
     MICROSOFT_AUTHORITY = f"https://login.microsoftonline.com/{MICROSOFT_TENANT}"
     GRAPH_API_ENDPOINT = "https://graph.microsoft.com/v1.0"
@@ -232,6 +250,7 @@ GEMINI_SIMULATED = not GEMINI_API_KEY
 GEMINI_BASE_URL = f"{SANDBOX_URL}/" if GEMINI_SIMULATED else ""
 if GEMINI_SIMULATED:
     GEMINI_API_KEY = "sandbox-gemini-key"
+GEMINI_CA_BUNDLE = SANDBOX_CA_BUNDLE if GEMINI_SIMULATED and _SANDBOX_TLS else ""  # empty: the system's store
 GEMINI_MODEL = env_str("GEMINI_MODEL", "gemini-2.5-flash")
 GEMINI_TIMEOUT_S = env_int("GEMINI_TIMEOUT_S", 60, minimum=1)
 GEMINI_MAX_ATTEMPTS = env_int("GEMINI_MAX_ATTEMPTS", 4, minimum=1)
@@ -304,32 +323,10 @@ STORAGES = {
     },
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    # No authorization code or state of an OAuth callback URL reaches a log (config/logfilters.py).
-    "filters": {"redact": {"()": "config.logfilters.RedactOAuthParams"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {
-        # Libraries that log token responses or request URLs at DEBUG: never below WARNING, whatever
-        # LOG_LEVEL says, so that no OAuth token reaches a log.
-        "requests_oauthlib": {"level": "WARNING"},
-        "oauthlib": {"level": "WARNING"},
-        "google_auth_oauthlib": {"level": "WARNING"},
-        "google.auth": {"level": "WARNING"},
-        "msal": {"level": "WARNING"},
-        "requests": {"level": "WARNING"},
-        "googleapiclient": {"level": "WARNING"},
-        "httpx": {"level": "WARNING"},
-        "httpx2": {"level": "WARNING"},
-        "urllib3": {"level": "WARNING"},
-        "pgserver": {"level": "WARNING"},
-        # The development server's access log, through the redacting handler instead of its own.
-        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
-    },
-}
+# One JSON object a line (LOG_FORMAT=json, production's default) or plain lines; every handler redacts OAuth
+# codes and tokens and adds the ids of the run in progress (config/logconfig.py).
+LOG_FORMAT, LOG_LEVEL = log_settings()
+LOGGING = logging_config(log_format=LOG_FORMAT, level=LOG_LEVEL)
 
 # The API's docs and OpenAPI document: "public", "staff" (admins only) or "off".
 API_DOCS = env_str("API_DOCS", "staff" if PRODUCTION else "public")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from config.logcontext import log_context
 from config.metrics import REAPER
 from extraction.models import ExtractionRun
 from extraction.pipeline import LeaseBusy, extraction_run_execute
@@ -28,6 +30,12 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
     run = ExtractionRun.objects.filter(pk=run_id).first()
     if run is None or run.is_finished:
         return  # deleted, or a redelivered message of a run that already ended
+    with log_context(run_id=run.pk, user_id=run.user_id):
+        _run(self, run)
+
+
+def _run(job: Any, run: ExtractionRun) -> None:
+    """The job's work, with the run's ids on every line it logs; `job` is the bound task (its retries)."""
     if run.deliveries >= settings.EXTRACTION_MAX_DELIVERIES:
         # acks_late redelivers a job whose worker died; a job that kills its worker every time stops here.
         extraction_run_give_up(
@@ -51,12 +59,12 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
         # Another run of this person is in progress: wait for it rather than run beside it.
         # Still waiting, not lost: the reaper sends again only jobs of runs that nobody touched for a while.
         ExtractionRun.objects.filter(pk=run.pk, status=ExtractionRun.Status.QUEUED).update(updated_at=timezone.now())
-        if self.request.retries >= self.max_retries:
+        if job.request.retries >= job.max_retries:
             extraction_run_give_up(
                 run=run, code="busy", message="Another run of yours kept running too long; this one did not start."
             )
             return
-        raise self.retry(countdown=30, exc=busy) from busy
+        raise job.retry(countdown=30, exc=busy) from busy
 
 
 def _start_waiting(user_id: int) -> None:

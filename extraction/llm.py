@@ -14,8 +14,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import random
 import re
+import ssl
 import threading
 import time
 from collections.abc import Sequence
@@ -30,6 +32,7 @@ from google.genai import errors, types
 from pydantic import ValidationError
 
 from config.metrics import GEMINI_TOKENS, gemini_call_observed
+from config.trust import certificate_missing
 from extraction.crashpoints import crash_point
 from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, Prompt, build_prompt
 from extraction.quota import QuotaExhausted, gemini_quota_pause, gemini_quota_take
@@ -185,6 +188,8 @@ def gemini_client() -> GeminiClient:
         settings.EXTRACTION_MAX_BODY_CHARS,
         settings.EXTRACTION_MAX_TASKS_PER_EMAIL,
         settings.EXTRACTION_MAX_TITLE_CHARS,
+        settings.GEMINI_CA_BUNDLE,
+        _file_version(settings.GEMINI_CA_BUNDLE),  # the sandbox wrote a new certificate: trust that one
     )
     with _shared_lock:
         client = _shared.get(key)
@@ -192,6 +197,15 @@ def gemini_client() -> GeminiClient:
             _shared.clear()  # settings changed (tests): the old client is not used again
             client = _shared[key] = GeminiClient()
         return client
+
+
+def _file_version(path: str) -> tuple[int, int, int] | None:
+    try:
+        stat = os.stat(path) if path else None
+    except OSError:
+        return None
+    # The sandbox writes a new file and renames it over the old one: a new inode, whatever the clock says.
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size) if stat else None
 
 
 class GeminiClient:
@@ -221,6 +235,12 @@ class GeminiClient:
         )
         self.retry_initial_delay_s: float = initial_delay
         self._attempts = threading.local()
+        client_args: dict[str, Any] = {"event_hooks": {"request": [self._count_attempt], "response": [_answered]}}
+        # The sandbox's certificate in a demo (GEMINI_CA_BUNDLE), read here, once: gemini_client() makes a new
+        # client when the file changes. Until the file is there, each call says what is missing.
+        self._ca_missing = certificate_missing(settings.GEMINI_CA_BUNDLE, service="Gemini")
+        if settings.GEMINI_CA_BUNDLE and not self._ca_missing:
+            client_args["verify"] = ssl.create_default_context(cafile=settings.GEMINI_CA_BUNDLE)
         self._client = genai.Client(
             api_key=api_key or settings.GEMINI_API_KEY,
             http_options=types.HttpOptions(
@@ -229,7 +249,7 @@ class GeminiClient:
                 timeout=int(timeout * 1000),  # milliseconds
                 # Retries are ours (`_generate`): the SDK's ignore Retry-After and RetryInfo.
                 retry_options=types.HttpRetryOptions(attempts=1),
-                client_args={"event_hooks": {"request": [self._count_attempt], "response": [_answered]}},
+                client_args=client_args,
             ),
         )
 
@@ -244,6 +264,8 @@ class GeminiClient:
         Raises LLMUnavailable, LLMRejected or LLMBadOutput; `error.calls` and `error.usage` say what the
         failed attempt cost.
         """
+        if self._ca_missing:
+            raise LLMUnavailable(self._ca_missing, code="certificate_missing")
         prompt = prompt or self.prepare(emails)
         self._attempts.count = 0
         try:

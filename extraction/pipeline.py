@@ -27,6 +27,7 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from accounts.selectors import consent_is_current, reading_choices
+from config.logcontext import in_context, log_context
 from config.metrics import run_ended
 from extraction.crashpoints import crash_point
 from extraction.llm import (
@@ -188,6 +189,11 @@ class ExtractionPipeline:
 
     # The run ------------------------------------------------------------------------------------
     def execute(self) -> ExtractionRun:
+        # Every line logged by the run, its threads and the libraries it calls carries its ids.
+        with log_context(run_id=self.run.pk, user_id=self.run.user_id):
+            return self._execute()
+
+    def _execute(self) -> ExtractionRun:
         token = lease_acquire(run=self.run)
         if token is None:
             raise LeaseBusy(f"user {self.run.user_id} has a run in progress")
@@ -256,30 +262,8 @@ class ExtractionPipeline:
             .order_by("integration__provider", "integration__account_address")
         )
         for cursor in cursors:
-            integration = cursor.integration
-            if integration.retry_after and integration.retry_after > timezone.now():
-                # The provider asked us to wait: leave the mailbox out until then, cursor untouched.
-                mailbox = Mailbox(integration, None, cursor)
-                mailbox.failed = ProviderRateLimited(
-                    f"the provider asked Tasklift to wait until {integration.retry_after:%H:%M:%S} UTC."
-                )
-                self.mailboxes.append(mailbox)
-                continue
-            try:
-                mailbox = Mailbox(
-                    integration,
-                    integration_provider(integration=integration),
-                    cursor,
-                    had_fetch_failures=cursor.fetch_failures,
-                )
-                if not cursor_fits(cursor=cursor, integration=integration):
-                    mailbox.resync = "query_changed"  # a cursor of another query: read from the last success
-            except ProviderError as error:
-                mailbox = Mailbox(integration, None, cursor)
-                self._leave_out(mailbox, error)
-            self.mailboxes.append(mailbox)
-            if not mailbox.failed:
-                self._fetch_delta(mailbox)
+            with log_context(integration_id=cursor.integration_id):
+                self._open_mailbox(cursor)
         if any(m.pending_ids for m in self.mailboxes):
             # How far each mailbox is listed, while the batches run: the doorbell reads it (scheduling.py).
             # With nothing to read, the commit's update, a moment later, is the first to carry it.
@@ -294,6 +278,32 @@ class ExtractionPipeline:
             first = self.mailboxes[0].failed
             assert first is not None
             raise RunStopped(ExtractionRun.Status.FAILED, first.code, self._left_out_message())
+
+    def _open_mailbox(self, cursor: SyncCursor) -> None:
+        integration = cursor.integration
+        if integration.retry_after and integration.retry_after > timezone.now():
+            # The provider asked us to wait: leave the mailbox out until then, cursor untouched.
+            mailbox = Mailbox(integration, None, cursor)
+            mailbox.failed = ProviderRateLimited(
+                f"the provider asked Tasklift to wait until {integration.retry_after:%H:%M:%S} UTC."
+            )
+            self.mailboxes.append(mailbox)
+            return
+        try:
+            mailbox = Mailbox(
+                integration,
+                integration_provider(integration=integration),
+                cursor,
+                had_fetch_failures=cursor.fetch_failures,  # type: ignore[attr-defined]  # annotated by the query
+            )
+            if not cursor_fits(cursor=cursor, integration=integration):
+                mailbox.resync = "query_changed"  # a cursor of another query: read from the last success
+        except ProviderError as error:
+            mailbox = Mailbox(integration, None, cursor)
+            self._leave_out(mailbox, error)
+        self.mailboxes.append(mailbox)
+        if not mailbox.failed:
+            self._fetch_delta(mailbox)
 
     def _fetch_delta(self, mailbox: Mailbox) -> None:
         assert mailbox.provider is not None
@@ -363,7 +373,13 @@ class ExtractionPipeline:
     def _leave_out(self, mailbox: Mailbox, error: ProviderError) -> None:
         mailbox.failed = error
         integration_mark_failed(integration=mailbox.integration, error=error)
-        logger.warning("extraction run %s left out integration %s: %s", self.run.pk, mailbox.integration.pk, error.code)
+        logger.warning(
+            "extraction run %s left out integration %s: %s",
+            self.run.pk,
+            mailbox.integration.pk,
+            error.code,
+            extra={"integration_id": mailbox.integration.pk},
+        )
 
     def _emails(self) -> Generator[SourcedEmail]:
         """Every pending email of every mailbox, fetched in provider batches as they are needed, one ahead:
@@ -417,7 +433,9 @@ class ExtractionPipeline:
     def _fetch_ahead(self, mailbox: Mailbox, wanted: list[str], fetcher: ThreadPoolExecutor) -> Future[Fetched]:
         assert mailbox.provider is not None
         self._guard_batch()  # no fetch after consent is revoked or the lease is lost
-        return fetcher.submit(mailbox.provider.fetch_emails, wanted)
+        with log_context(integration_id=mailbox.integration.pk):
+            fetch = in_context(mailbox.provider.fetch_emails, wanted)
+        return fetcher.submit(fetch)
 
     def _fetch_failed(self, mailbox: Mailbox, failed: dict[str, ProviderError]) -> None:
         """Messages that could not be read while the rest of their mailbox could: count the failure
@@ -439,6 +457,7 @@ class ExtractionPipeline:
             self.run.pk,
             len(failed),
             mailbox.integration.pk,
+            extra={"integration_id": mailbox.integration.pk},
         )
 
     def _batches(self) -> Generator[list[SourcedEmail]]:
@@ -535,7 +554,8 @@ class ExtractionPipeline:
         if prepared.prompt is None:
             return prepared
         emails = [item.email for item in prepared.fresh]
-        return dataclasses.replace(prepared, call=pool.submit(self.llm.extract, emails, prompt=prepared.prompt))
+        call = in_context(self.llm.extract, emails, prompt=prepared.prompt)
+        return dataclasses.replace(prepared, call=pool.submit(call))
 
     @cached_property
     def always_read(self) -> set[str]:
@@ -678,7 +698,12 @@ class ExtractionPipeline:
                 run_id=self.run.pk,
             )
             ExtractionRun.objects.filter(pk=self.run.pk).update(emails_quarantined=F("emails_quarantined") + 1)
-        logger.warning("extraction run %s quarantined one email of integration %s", self.run.pk, mailbox.integration.pk)
+        logger.warning(
+            "extraction run %s quarantined one email of integration %s",
+            self.run.pk,
+            mailbox.integration.pk,
+            extra={"integration_id": mailbox.integration.pk},
+        )
 
     def _hold_lease(self) -> None:
         """Inside a write transaction: lock the lease row until commit and check the token, so a runner

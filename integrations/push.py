@@ -28,6 +28,7 @@ from google.auth import exceptions as google_exceptions
 from google.auth import jwt as google_jwt
 
 from config.crypto import SecretUnreadable, decrypt_json, encrypt_json
+from config.trust import trusting_session
 from integrations.models import Integration, PushChannel
 from integrations.providers.base import ProviderError, ProviderNotFound
 from integrations.providers.gmail import GmailProvider
@@ -229,7 +230,8 @@ def _certs(*, refresh: bool = False) -> dict[str, str]:
     if isinstance(certs, dict):
         return certs
     try:
-        response = google.auth.transport.requests.Request()(settings.GOOGLE_CERTS_URL, method="GET")
+        session = trusting_session(settings.GOOGLE_CA_BUNDLE)
+        response = google.auth.transport.requests.Request(session)(settings.GOOGLE_CERTS_URL, method="GET")
         fetched = json.loads(response.data) if response.status == 200 else None
     except (google_exceptions.TransportError, requests.RequestException, ValueError) as error:
         raise PushRefused(403, "signing certificates unavailable") from error

@@ -4,14 +4,24 @@ Each answers fast (Graph wants 2xx within 3 s, Pub/Sub within its ack deadline) 
 checks that the ring is genuine, finds the mailboxes it concerns and requests runs (extraction/scheduling.py).
 Status codes follow what the sender does with them: Pub/Sub redelivers on anything but 102/200/201/202/204,
 Graph retries on 5xx. A ring for a mailbox we do not know is acknowledged, so that it is not sent again.
+
+While PostgreSQL or Redis is out of reach (a restart), a ring is answered 503 with Retry-After, never a 500:
+the provider sends it again, and nothing is lost meanwhile, since a ring only requests a run. What a ring
+writes before the failure is the doorbell's own note (`notified_at`), which makes beat's scan read the
+mailbox; a run row whose job could not be sent is ended at once (extraction_run_send), never left queued.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
+import kombu.exceptions
+import redis.exceptions
+from django import db
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -27,11 +37,44 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1_000_000  # a Graph POST holds a few notifications; a Pub/Sub envelope is tiny
 
 
+RETRY_AFTER_S = 30  # about a restart of PostgreSQL or Redis
+
+# What the database, the cache or the broker raise while out of reach: exactly these, so that a bug stays a
+# 500 with its traceback in the log. The cache (rate-limit counters, Google's certificates) raises redis-py's
+# errors; the broker raises kombu's OperationalError once Celery's publish retries are spent.
+UNAVAILABLE = (
+    db.OperationalError,
+    db.InterfaceError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    kombu.exceptions.OperationalError,
+)
+
+
 def _error(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
+def _unavailable_is_503(view: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+    """The ring answered 503 with Retry-After while the database or Redis cannot be reached."""
+
+    @wraps(view)
+    def answer(request: HttpRequest) -> HttpResponse:
+        try:
+            return view(request)
+        except UNAVAILABLE as error:
+            logger.warning("webhook %s answered 503: %s.%s", request.path, type(error).__module__, type(error).__name__)
+            response = _error(
+                503, "unavailable", "Tasklift cannot take notifications for a moment; send this one again later."
+            )
+            response["Retry-After"] = str(RETRY_AFTER_S)
+            return response
+
+    return answer
+
+
 @csrf_exempt
+@_unavailable_is_503
 @require_POST
 def gmail_push(request: HttpRequest) -> HttpResponse:
     """Pub/Sub push of a Gmail watch: `{message: {data: base64 {emailAddress, historyId}}}` with an OIDC
@@ -60,6 +103,7 @@ def gmail_push(request: HttpRequest) -> HttpResponse:
 
 
 @csrf_exempt
+@_unavailable_is_503
 def outlook_notify(request: HttpRequest) -> HttpResponse:
     """Graph change notifications (`{value: [...]}`), and the validation handshake of a new subscription."""
     checked = _checked(request)
@@ -78,6 +122,7 @@ def outlook_notify(request: HttpRequest) -> HttpResponse:
 
 
 @csrf_exempt
+@_unavailable_is_503
 def outlook_lifecycle(request: HttpRequest) -> HttpResponse:
     """Graph lifecycle notifications: `reauthorizationRequired` renews the subscription,
     `subscriptionRemoved` makes it again and reads the mailbox, `missed` reads the mailbox."""

@@ -19,7 +19,7 @@ def main() -> None:
     parser.add_argument(
         "--cert-file",
         default=".local/sandbox/tls-cert.pem",
-        help="where to write the generated certificate (settings.MICROSOFT_CA_BUNDLE trusts this file)",
+        help="where to write the generated certificate (settings.SANDBOX_CA_BUNDLE trusts this file)",
     )
     parser.add_argument("--demo", metavar="ADDRESS", help="create demo Gmail and Outlook mailboxes for this address")
     args = parser.parse_args()

@@ -1,26 +1,42 @@
 """Run the sandbox app in a background thread (tests, `make run`) or in the foreground.
 
 With `tls_port`, a second listener serves the same app (and state) over HTTPS with a certificate generated at
-start (sandbox/tls.py) and written to `cert_path`; both listeners serve every route. Clients use plain http
-for Google, Gemini and the control API, and https for Microsoft identity and Graph, whose links point there.
+start and renewed before it expires (sandbox/tls.py), written to `cert_path`; both listeners serve every route.
+Clients use plain http for Google, Gemini and the control API (https too in a demo deployment, docs/deploy.md),
+and https for Microsoft identity and Graph, whose links point there.
 """
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
+from socket import socket
+from typing import Any
 
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer, WSGIRequestHandler, make_server
 
 from sandbox.app import create_app
 from sandbox.state import SandboxState
-from sandbox.tls import tls_context
+from sandbox.tls import RenewingCertificate
 
 
 class _NoDelayHandler(WSGIRequestHandler):
     # Over TLS each write is a record of its own; with Nagle on, the body waits for the ACK of the headers
     # (delayed by the client), which costs ~10 ms a request on loopback.
     disable_nagle_algorithm = True
+
+
+class _TLSServer(ThreadedWSGIServer):
+    """Each connection wrapped in the certificate's current context as it is accepted; the handshake is left
+    to the request's own thread (werkzeug's own wrapping does it inside accept(), on the one serving thread,
+    so a client that connects and stays silent would stall the listener)."""
+
+    certificate: RenewingCertificate
+
+    def get_request(self) -> tuple[socket, Any]:
+        connection, address = self.socket.accept()
+        context = self.certificate.current()
+        return context.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
 
 
 class SandboxServer:
@@ -44,22 +60,11 @@ class SandboxServer:
         self.tls_url = ""
         self.cert_path = Path(cert_path) if cert_path is not None else None
         if tls_port is not None and self.cert_path is not None:
-            self._tls_server = make_server(
-                host,
-                tls_port,
-                app=None,  # type: ignore[arg-type]
-                threaded=True,
-                request_handler=_NoDelayHandler,
-            )
-            context = tls_context(self.cert_path)
-            # Wrapped here rather than by make_server(ssl_context=...): werkzeug's wrapping does the handshake
-            # inside accept(), on the one serving thread, so a client that connects and stays silent would
-            # stall the listener. Deferred, the handshake runs in the request's own thread.
-            self._tls_server.socket = context.wrap_socket(
-                self._tls_server.socket, server_side=True, do_handshake_on_connect=False
-            )
-            self._tls_server.ssl_context = context  # so the WSGI environ says https
-            self.tls_url = f"https://{host}:{self._tls_server.server_port}"
+            tls_server = _TLSServer(host, tls_port, app=None, handler=_NoDelayHandler)  # type: ignore[arg-type]
+            tls_server.certificate = RenewingCertificate(self.cert_path)
+            tls_server.ssl_context = tls_server.certificate.context  # so the WSGI environ says https
+            self._tls_server = tls_server
+            self.tls_url = f"https://{host}:{tls_server.server_port}"
         self.app = create_app(self.state, base_url=self.url, tls_base_url=self.tls_url)
         self._server.app = self.app
         if self._tls_server is not None:

@@ -2,8 +2,13 @@
 
 Microsoft identity must be HTTPS (MSAL refuses an http authority), so the sandbox serves it, and Graph, over
 TLS. The certificate is self-signed for 127.0.0.1 and localhost and is its own trust anchor (CA:TRUE): the
-app trusts exactly the PEM file written here (settings.MICROSOFT_CA_BUNDLE) and never turns verification off.
+app trusts exactly the PEM file written here (settings.SANDBOX_CA_BUNDLE) and never turns verification off.
 The private key never touches the disk longer than it takes the ssl module to load it.
+
+It lasts a day: a sandbox makes a new one when it starts (whatever the file held: missing, expired or not),
+and, while it runs, when less than RENEW_BEFORE of it is left (checked as each connection comes in), each
+time rewriting the file. Its clients read the file when they connect (requests, httplib2), or make their
+client again when the file changes (extraction/llm.py gemini_client).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import ipaddress
 import os
 import ssl
 import tempfile
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,6 +28,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALIDITY = timedelta(days=1)
 CLOCK_SKEW = timedelta(minutes=5)
+RENEW_BEFORE = timedelta(hours=6)
 
 
 def certificate_generate(*, now: datetime | None = None) -> tuple[bytes, bytes]:
@@ -73,9 +80,32 @@ def certificate_generate(*, now: datetime | None = None) -> tuple[bytes, bytes]:
     return certificate.public_bytes(serialization.Encoding.PEM), key_pem
 
 
-def tls_context(cert_path: str | Path) -> ssl.SSLContext:
+class RenewingCertificate:
+    """The certificate of a sandbox's https listener: new at start, renewed before it expires."""
+
+    def __init__(self, cert_path: str | Path) -> None:
+        self.path = Path(cert_path)
+        self._lock = threading.Lock()
+        self.context = self._renew()
+
+    def _renew(self) -> ssl.SSLContext:
+        made = datetime.now(UTC)
+        self.context = tls_context(self.path, now=made)
+        self.not_after = made + VALIDITY
+        return self.context
+
+    def current(self, *, now: datetime | None = None) -> ssl.SSLContext:
+        """The context to serve a connection with now (`now`: a clock of the tests): a new certificate's once
+        the old one is near its end."""
+        with self._lock:
+            if self.not_after - (now or datetime.now(UTC)) < RENEW_BEFORE:
+                self._renew()
+            return self.context
+
+
+def tls_context(cert_path: str | Path, *, now: datetime | None = None) -> ssl.SSLContext:
     """A server SSL context with a new certificate, whose PEM is written (atomically) to `cert_path`."""
-    cert_pem, key_pem = certificate_generate()
+    cert_pem, key_pem = certificate_generate(now=now)
     path = Path(cert_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole under a temporary name, then renamed: a client never reads half a certificate.

@@ -1,10 +1,30 @@
-"""What Tasklift logs never holds an OAuth callback's code or state."""
+"""What Tasklift logs: one JSON object a line in production, naming the run, the person and the mailbox by
+id, and never an OAuth callback's code or state, an address or a token."""
 
 from __future__ import annotations
 
+import json
 import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
+
+from accounts.models import User
+from extraction.models import ExtractionRun
+from extraction.services import extraction_run_request
+from integrations.models import Integration
+from integrations.services import integration_credentials
+from sandbox.client import SandboxClient
+from tests.conftest import GmailBox
+from tests.mail import ask
+from tests.processes import ROOT, process_env
 
 
 @pytest.mark.parametrize("logger_name", ["django.server", "django.request", "integrations"])
@@ -28,3 +48,126 @@ def test_a_callback_url_is_logged_without_its_code_and_state(logger_name: str) -
 
     assert "S3CRET" not in logged and "auth-c0de" not in logged
     assert "state=[redacted]&code=[redacted]&scope=x" in logged
+
+
+# LOG_FORMAT=json: one object a line, with the ids of the run in progress --------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """Every line of a process's log, each of which must be a JSON object."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    not_json = [line for line in lines if not line.startswith("{")]
+    assert not not_json, not_json[:20]
+    return [json.loads(line) for line in lines]
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_workers_json_lines_carry_the_run_person_and_mailbox_but_no_address_or_secret(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, tmp_path: Path
+) -> None:
+    """A real worker (the Procfile's command) reads a mailbox: its lines, Celery's own among them, are JSON;
+    those of the run, from the threads that fetch and call Gemini too, name the run, the person and the
+    mailbox by id; none holds the person's or the mailbox's address, or a token."""
+    gmail.deliver(ask(1))
+    sandbox.expire_token(address=gmail.address)  # forces a refresh: new tokens travel during the run
+    run, _ = extraction_run_request(user=consenting_user, trigger=ExtractionRun.Trigger.MANUAL)
+    log = tmp_path / "worker.log"
+    with log.open("wb") as stderr:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO"],
+            cwd=ROOT,
+            env=process_env(LOG_FORMAT="json", LOG_LEVEL="DEBUG", CELERY_WORKER_CONCURRENCY="1"),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while not ExtractionRun.objects.get(pk=run.pk).is_finished:
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        stop(worker)
+    run.refresh_from_db()
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+
+    lines = json_lines(log.read_text())
+    assert all({"time", "level", "logger", "message"} <= line.keys() for line in lines)
+    ours = [line for line in lines if line.get("run_id") == run.pk]
+    assert ours and all(line["user_id"] == consenting_user.pk for line in ours)
+    [answered] = [line for line in ours if line["message"] == "gemini answered"]  # a Gemini call's thread
+    assert answered["emails"] == 1 and answered["task_id"]  # with its extras, and Celery's job id
+    fetched = [line for line in ours if line["logger"] == "integrations.providers.gmail"]  # the fetch thread
+    assert fetched and all(line["integration_id"] == gmail.integration.pk for line in fetched)
+    assert any(line["logger"].startswith("celery.") for line in lines)  # Celery's own lines, as JSON too
+    text = log.read_text()
+    integration = Integration.objects.get(pk=gmail.integration.pk)
+    tokens = integration_credentials(integration=integration)
+    secrets = (tokens["token"], tokens["refresh_token"], integration.credentials_encrypted)
+    for secret in (consenting_user.email, gmail.address, *secrets):
+        assert secret not in text
+
+
+def test_gunicorns_access_log_is_json_without_an_oauth_callbacks_code_and_state(tmp_path: Path) -> None:
+    """gunicorn as the Procfile starts it: the access line of an OAuth callback is JSON and keeps neither its
+    authorization code nor its state."""
+    port = free_port()
+    log = tmp_path / "web.log"
+    with log.open("wb") as stderr:
+        web = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "config.wsgi", "--config", "gunicorn.conf.py"],
+            cwd=ROOT,
+            env=process_env(LOG_FORMAT="json", PORT=str(port), WEB_CONCURRENCY="1"),
+            stdout=stderr,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert web.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            try:
+                answer = requests.get(
+                    f"http://127.0.0.1:{port}/integrations/google/callback?state=st4te-S3CRET&code=4/0AbC-auth-c0de",
+                    allow_redirects=False,
+                    timeout=60,  # the socket is open while the worker still imports the app
+                )
+                break
+            except requests.ConnectionError:
+                time.sleep(0.3)
+        assert answer.status_code in (302, 400)
+        time.sleep(0.5)  # the access line is written once the answer is sent
+    finally:
+        stop(web)
+
+    lines = json_lines(log.read_text())
+    [access] = [line for line in lines if line["logger"] == "gunicorn.access"]
+    assert "GET /integrations/google/callback?state=[redacted]&code=[redacted] HTTP/1.1" in access["message"]
+    assert "S3CRET" not in log.read_text() and "auth-c0de" not in log.read_text()
+    assert any(line["logger"] == "gunicorn.error" and "Booting worker" in line["message"] for line in lines)
+
+
+def test_an_exceptions_text_is_in_the_json_line_and_redacted() -> None:
+    from config.logformat import JsonFormatter
+
+    try:
+        raise ValueError("callback https://x.example/cb?code=4/0AbC-auth-c0de failed")
+    except ValueError:
+        record = logging.LogRecord("integrations", logging.ERROR, __file__, 1, "it failed", (), sys.exc_info())
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "it failed" and line["level"] == "ERROR" and line["logger"] == "integrations"
+    assert "ValueError: callback https://x.example/cb?code=[redacted] failed" in line["exception"]
+    assert "auth-c0de" not in json.dumps(line)

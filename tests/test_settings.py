@@ -157,6 +157,24 @@ def test_a_production_demo_runs_on_the_sandbox_without_insecure_oauth_transport(
     assert "set SANDBOX_URL to an https:// address" in plain_http.stderr
 
 
+def test_a_production_demo_trusts_the_one_certificate_file_it_names_for_every_client() -> None:
+    demo = _production(TASKLIFT_DEMO="true", SANDBOX_URL="https://127.0.0.1:8766", **dict.fromkeys(REAL_SERVICES, ""))
+    script = (
+        "from django.conf import settings;"
+        "print(settings.GOOGLE_CA_BUNDLE, settings.GEMINI_CA_BUNDLE, settings.MICROSOFT_CA_BUNDLE)"
+    )
+    result = _import_settings(
+        script, **demo, SANDBOX_CA_BUNDLE="/var/lib/tasklift/sandbox/tls-cert.pem", MICROSOFT_CA_BUNDLE=""
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["/var/lib/tasklift/sandbox/tls-cert.pem"] * 3
+
+    # A demo set up before SANDBOX_CA_BUNDLE, naming the sandbox's certificate as Microsoft's, still works.
+    earlier = _import_settings(script, **demo, SANDBOX_CA_BUNDLE="", MICROSOFT_CA_BUNDLE="/srv/sandbox.pem")
+    assert earlier.returncode == 0, earlier.stderr[-2000:]
+    assert earlier.stdout.split() == ["/srv/sandbox.pem"] * 3
+
+
 def test_production_refuses_oauthlib_insecure_transport() -> None:
     result = _import_settings(**_production(OAUTHLIB_INSECURE_TRANSPORT="1"))
     assert result.returncode != 0
@@ -175,3 +193,13 @@ def test_development_on_the_sandbox_lets_oauthlib_use_plain_http_loopback() -> N
     result = _import_settings(script, TASKLIFT_MODE="development")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["1"]
+
+
+def test_logs_are_json_in_production_and_plain_in_development() -> None:
+    script = "from django.conf import settings; print(settings.LOG_FORMAT)"
+    production = _import_settings(script, **_production(LOG_FORMAT=""))
+    development = _import_settings(script, TASKLIFT_MODE="development", LOG_FORMAT="")
+    assert production.stdout.split()[-1:] == ["json"], production.stderr[-2000:]
+    assert development.stdout.split()[-1:] == ["plain"], development.stderr[-2000:]
+    unknown = _import_settings(script, LOG_FORMAT="xml")
+    assert unknown.returncode != 0 and "LOG_FORMAT must be 'json' or 'plain'" in unknown.stderr

@@ -12,6 +12,7 @@ from google.oauth2.credentials import Credentials
 from google_auth_oauthlib.flow import Flow
 
 from config.errors import ApplicationError
+from config.trust import trusting_session
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class GoogleOAuthFlow:
         )
         flow.code_verifier = saved["code_verifier"]
         try:
-            flow.fetch_token(code=params["code"])
+            flow.fetch_token(code=params["code"], verify=settings.GOOGLE_CA_BUNDLE or True)
         except Warning as changed:
             # oauthlib raises a Warning ("Scope has changed ...") when the grant's scope set is not the one we
             # asked for (unless OAUTHLIB_RELAX_TOKEN_SCOPE is set; then the check below refuses it). The tokens
@@ -116,7 +117,7 @@ def google_revoke(token: str) -> bool:
     """Revoke a token at Google (the refresh token revokes the whole grant). True when Google agreed."""
     if not token:
         return True
-    session = requests.Session()
+    session = trusting_session(settings.GOOGLE_CA_BUNDLE)
     session.trust_env = not settings.GOOGLE_SIMULATED  # the sandbox is on loopback: never through a proxy
     try:
         response = session.post(

@@ -22,6 +22,7 @@ from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 from googleapiclient.http import BatchHttpRequest
 
+from config.trust import certificate_missing
 from integrations.mail.bulk import bulk_headers
 from integrations.mail.mime import gmail_body_attachment_id, parse_gmail_payload
 from integrations.providers.base import (
@@ -162,9 +163,11 @@ class GmailProvider:
         self._credentials = credentials
         self._initial_token = credentials.token
         self.address = address
-        http = google_auth_httplib2.AuthorizedHttp(
-            credentials, http=httplib2.Http(timeout=settings.GMAIL_HTTP_TIMEOUT_S)
-        )
+        if missing := certificate_missing(settings.GOOGLE_CA_BUNDLE, service="Gmail"):
+            raise ProviderUnavailable(missing)
+        # httplib2 reads the CA file when this client first connects: a run trusts the certificate written last.
+        plain = httplib2.Http(timeout=settings.GMAIL_HTTP_TIMEOUT_S, ca_certs=settings.GOOGLE_CA_BUNDLE or None)
+        http = google_auth_httplib2.AuthorizedHttp(credentials, http=plain)
         self._service = build(
             "gmail",
             "v1",

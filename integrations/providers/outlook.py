@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import requests
 from django.conf import settings
 
+from config.trust import certificate_missing, trusting_session
 from integrations.mail.bulk import bulk_headers
 from integrations.mail.mime import html_to_text, message_id_key
 from integrations.providers.base import (
@@ -57,11 +58,7 @@ def graph_session() -> requests.Session:
     trust_env is turned off with it: a REQUESTS_CA_BUNDLE in the environment would otherwise override
     Session.verify (reference §0), and the sandbox's certificate is in no system bundle.
     """
-    session = requests.Session()
-    if settings.MICROSOFT_CA_BUNDLE:
-        session.trust_env = False
-        session.verify = settings.MICROSOFT_CA_BUNDLE
-    return session
+    return trusting_session(settings.MICROSOFT_CA_BUNDLE)
 
 
 def _retry_after(response: requests.Response) -> float | None:
@@ -99,6 +96,10 @@ class OutlookProvider:
     provider = "outlook"
 
     def __init__(self, access_token: TokenSource, *, address: str | None = None) -> None:
+        # requests would stop the run on an OSError naming no service; a real Microsoft's bundle is the operator's.
+        sandbox_ca = settings.MICROSOFT_CA_BUNDLE if settings.MICROSOFT_SIMULATED else ""
+        if missing := certificate_missing(sandbox_ca, service="Outlook"):
+            raise ProviderUnavailable(missing)
         self.access_token = access_token
         self.address = address
         self._session = graph_session()
