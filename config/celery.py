@@ -9,10 +9,13 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init, worker_process_init
 
+from config import broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 logger = logging.getLogger(__name__)
 
+broker.install()  # before any connection: a worker that outlives a Redis restart (config/broker.py)
 app = Celery("tasklift")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(related_name="jobs")
