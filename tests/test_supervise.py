@@ -167,3 +167,62 @@ def test_a_procfile_line_that_is_not_name_colon_command_is_refused(tmp_path: Pat
         "worker": "celery -A config worker --loglevel INFO",
         "beat": "celery -A config beat --loglevel INFO",
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_procfiles_web_and_worker_run_and_a_killed_worker_comes_back(tmp_path: Path) -> None:
+    """The real Procfile (gunicorn, a Celery worker) on the test database: what `sh -c`, the virtualenv's PATH
+    and gunicorn.conf.py make of it. Beat is left out (`beat=0`): its schedule file is a `make run`'s."""
+    import urllib.request
+
+    from tests.processes import process_env
+    from tests.test_run_process import free_port
+
+    port = free_port()
+    env = process_env(PORT=str(port), WEB_CONCURRENCY="3", PATH="/usr/bin:/bin")
+    supervise = subprocess.Popen(
+        [sys.executable, "-m", "config.supervise", "web=1", "worker=1", "beat=0",
+         "--status-file", str(tmp_path / "status.json"), "--log-dir", str(tmp_path / "logs")],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    worker_log = tmp_path / "logs" / "worker.1.log"
+
+    def status() -> dict[str, dict[str, object]]:
+        try:
+            return dict(json.loads((tmp_path / "status.json").read_text())["processes"])
+        except (OSError, ValueError):
+            return {}
+
+    def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert supervise.poll() is None, f"the supervisor exited: {supervise.communicate()[0]}"
+            assert time.monotonic() < deadline, f"{what}:\n{worker_log.read_text(errors='replace')[-3000:]}"
+            time.sleep(0.5)
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
+                return bool(answer.status == 200)
+        except OSError:
+            return False
+
+    try:
+        wait_for(healthy, "gunicorn did not answer")
+        wait_for(lambda: worker_log.exists() and " ready." in worker_log.read_text(errors="replace"), "no worker")
+        assert sorted(status()) == ["web.1", "worker.1"]
+        web = psutil.Process(int(str(status()["web.1"]["pid"])))
+        assert len(web.children()) == 1  # web=1: one gunicorn process, whatever WEB_CONCURRENCY said
+        assert "worker.1@" in worker_log.read_text(errors="replace")  # the Celery node's name
+
+        killed = int(str(status()["worker.1"]["pid"]))
+        os.killpg(killed, signal.SIGKILL)
+        wait_for(lambda: worker_log.read_text(errors="replace").count(" ready.") == 2, "the worker did not come back")
+        assert status()["worker.1"]["restarts"] == 1 and not psutil.pid_exists(killed)
+        assert healthy()
+    finally:
+        supervise.send_signal(signal.SIGTERM)
+        output = supervise.communicate(timeout=90)[0]
+    assert supervise.returncode == 0, output
+    assert "restarted worker.1 (exit -9)" in output
+    assert output.index("stopping worker") < output.index("stopping web")
