@@ -21,10 +21,13 @@ from celery.signals import (
 from config.heartbeat import WorkerHeartbeat
 from config.logcontext import log_job_set
 
+from config import broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 logger = logging.getLogger(__name__)
 
+broker.install()  # before any connection: a worker that outlives a Redis restart (config/broker.py)
 app = Celery("tasklift")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(related_name="jobs")

@@ -4,6 +4,12 @@ Starts (or finds) the embedded PostgreSQL and Redis, migrates, seeds the demo ac
 sandbox (for every external service that has no real credentials), the web server, a Celery worker
 and Celery beat, waits until /healthz is healthy, and prints where to go last.
 
+The worker and beat are the Procfile's (config/supervise.py reads it); the web server is Django's
+development server and the sandbox stands in for the external services. A worker or beat that exits is
+started again (after 1 s, doubling to 30 s while it keeps dying), with a line saying so and the end of its
+log; the web server or the sandbox exiting stops everything, since neither comes back by itself from what
+stops it (a port taken, a code error) and the page would just go dark.
+
 Each process writes to its own log under `<TASKLIFT_LOCAL_DIR>/logs/`, so the screen stays calm
 (`TASKLIFT_RUN_VERBOSE=1` shows every line instead). The processes run in sessions of their own: Ctrl-C
 reaches only this one, which stops them in order (beat, worker, web, sandbox), each with its children.
@@ -14,7 +20,6 @@ the next start, or `make stop`, ends anything still listed in `<TASKLIFT_LOCAL_D
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -29,11 +34,23 @@ from urllib.parse import urlsplit
 
 import django
 
+from config.supervise import (
+    BACKOFF_FIRST_S,
+    BACKOFF_MAX_S,
+    HEALTHY_AFTER_S,
+    ROOT,
+    die_with_parent,
+    groups_stop,
+    process_env,
+    procfile_read,
+    shell_command,
+)
+
 DEMO_PASSWORD = "tasklift-demo"
 ADMIN_PASSWORD = "tasklift-admin"
 STOP_ORDER = ("beat", "worker", "web", "sandbox")
+RESTARTED = ("worker", "beat")  # started again when they exit; the others exiting stops everything
 PIDS_FILE = "run.pids"
-_PR_SET_PDEATHSIG = 1
 
 
 def main() -> None:
@@ -74,16 +91,25 @@ def main() -> None:
     signal.signal(signal.SIGINT, stop_all)
     signal.signal(signal.SIGTERM, stop_all)
     signal.signal(signal.SIGHUP, stop_all)
-    for name, command in commands.items():
-        say(f"Starting the {name}…")
+    env = process_env()
+
+    def start(name: str) -> None:
         output: IO[bytes] | None = None
         if not verbose:
-            output = log_files[name] = (logs / f"{name}.log").open("ab")
+            if name not in log_files:
+                log_files[name] = (logs / f"{name}.log").open("ab")
+            output = log_files[name]
         children[name] = subprocess.Popen(  # noqa: S603 — our own fixed commands
-            command, stdout=output, stderr=subprocess.STDOUT if output else None, start_new_session=True,
-            preexec_fn=_die_with_parent,
+            commands[name], stdout=output, stderr=subprocess.STDOUT if output else None, start_new_session=True,
+            preexec_fn=die_with_parent, env=env, cwd=ROOT,
         )  # fmt: skip
+        started_at[name] = time.monotonic()
         (local_dir / PIDS_FILE).write_text(json.dumps({n: c.pid for n, c in children.items()}))
+
+    started_at: dict[str, float] = {}
+    for name in commands:
+        say(f"Starting the {name}…")
+        start(name)
 
     url = f"http://127.0.0.1:{port}"
     if not wait_healthy(f"{url}/healthz", children):
@@ -103,14 +129,31 @@ def main() -> None:
         f"{sandbox}"
         "  Ctrl-C stops every process.\n"
     )
+    failures: dict[str, int] = {}
+    restart_at: dict[str, float] = {}
     while True:
-        for name, child in children.items():
-            if child.poll() is not None:
+        now = time.monotonic()
+        for name, child in list(children.items()):
+            if name in restart_at:
+                if now >= restart_at[name]:
+                    del restart_at[name]
+                    start(name)
+                continue
+            if child.poll() is None:
+                continue
+            if name not in RESTARTED:
                 say(f"The {name} exited with code {child.returncode}; stopping the rest.")
                 if not verbose:
                     say(_tail(logs / f"{name}.log"))
                 stop_all(code=1)
-        time.sleep(1)
+            groups_stop([child], grace=0)  # what is left of its group (its pool)
+            failures[name] = 0 if now - started_at[name] >= HEALTHY_AFTER_S else failures.get(name, 0) + 1
+            pause = min(BACKOFF_FIRST_S * 2 ** max(failures[name] - 1, 0), BACKOFF_MAX_S)
+            say(f"The {name} exited with code {child.returncode}; starting it again in {pause:.0f} s.")
+            if not verbose:
+                say(_tail(logs / f"{name}.log", lines=10))
+            restart_at[name] = now + pause
+        time.sleep(0.5)
 
 
 def _commands(port: str) -> dict[str, list[str]]:
@@ -128,11 +171,9 @@ def _commands(port: str) -> dict[str, list[str]]:
             "--demo", "demo@tasklift.test",
         ]  # fmt: skip
     commands["web"] = [python, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
-    commands["worker"] = [python, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2"]
-    commands["beat"] = [
-        python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
-        "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME,
-    ]  # fmt: skip
+    procfile = procfile_read(ROOT / "Procfile")  # beat's schedule file: CELERY_BEAT_SCHEDULE_FILENAME
+    commands["worker"] = shell_command(procfile["worker"])
+    commands["beat"] = shell_command(procfile["beat"])
     return commands
 
 
@@ -163,23 +204,9 @@ def _push_ready(url: str, *, sandboxed: bool) -> None:
         say(f"Push channels open at beat's next maintenance ({error}).")
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: the kernel sends it SIGTERM when `make run` dies, however it dies."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def _stop(child: subprocess.Popen[bytes], *, grace: float = 10) -> None:
     """SIGTERM to the child's whole session (a Celery worker's pool, runserver's child), then SIGKILL."""
-    if child.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=grace)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)  # whatever of its session is left
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=5)
+    groups_stop([child], grace=grace)
 
 
 def stop_leftovers(local_dir: Path) -> None:
@@ -194,7 +221,8 @@ def stop_leftovers(local_dir: Path) -> None:
     for name, pid in listed.items() if isinstance(listed, dict) else []:
         with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
             process = psutil.Process(int(pid))
-            if os.getpgid(process.pid) == process.pid and "python" in process.name():  # still ours, a leader
+            # still ours: a session leader (a pid reused since would rarely be one) running Python
+            if os.getpgid(process.pid) == process.pid and any("python" in part for part in process.cmdline()[:1]):
                 say(f"Stopping the {name} left running by an earlier start…")
                 os.killpg(process.pid, signal.SIGTERM)
                 process.wait(10)

@@ -8,6 +8,7 @@ Redis) and free ports for the web server and both sandbox listeners, so it never
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -158,3 +159,40 @@ def test_make_clean_stops_the_servers_before_it_deletes_their_data(checkout: tup
     assert cleaned.returncode == 0, cleaned.stderr
     assert processes_of(local_dir) == []
     assert not local_dir.exists()
+
+
+def test_make_run_starts_a_killed_worker_again_and_keeps_the_rest_running(
+    checkout: tuple[dict[str, str], Path],
+) -> None:
+    env, output = checkout
+    local_dir = Path(env["TASKLIFT_LOCAL_DIR"])
+    run = start(env, output)
+    try:
+        healthy(env, run, output)
+        log = local_dir / "logs" / "worker.log"
+        deadline = time.monotonic() + 60
+        while " ready." not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        listed = json.loads((local_dir / "run.pids").read_text())
+        web, killed = listed["web"], listed["worker"]
+
+        os.killpg(killed, signal.SIGKILL)  # the worker with its pool, as the kernel's OOM killer or an operator
+
+        deadline = time.monotonic() + 60
+        while json.loads((local_dir / "run.pids").read_text())["worker"] == killed:
+            assert run.poll() is None, output.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, output.read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        worker = json.loads((local_dir / "run.pids").read_text())["worker"]
+        while log.read_text(errors="replace").count(" ready.") < 2:  # the new worker takes jobs
+            assert time.monotonic() < deadline + 60, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        assert psutil.pid_exists(worker) and not psutil.pid_exists(killed)
+        assert "The worker exited with code -9; starting it again in 1 s." in output.read_text()
+        assert json.loads((local_dir / "run.pids").read_text())["web"] == web  # nothing else was touched
+        healthy(env, run, output, timeout=10)
+    finally:
+        os.killpg(run.pid, signal.SIGINT)
+        run.wait(timeout=60)
+    assert run.returncode == 0
