@@ -42,7 +42,7 @@ def extraction_run_job(self, run_id: int) -> None:  # type: ignore[no-untyped-de
             _, created = extraction_run_request(user=done.user, trigger=ExtractionRun.Trigger.CONTINUATION)
             if not created:  # a run was waiting already (a doorbell): it continues, now
                 _start_waiting(run.user_id)
-        else:
+        elif done.status != ExtractionRun.Status.QUEUED:  # queued: interrupted, the reaper sends it again
             _start_waiting(run.user_id)
     except LeaseBusy as busy:
         if run_is_being_run(run=run):

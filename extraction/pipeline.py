@@ -20,9 +20,10 @@ from email.utils import parseaddr
 from functools import cached_property
 from typing import Any
 
+import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
@@ -37,7 +38,7 @@ from extraction.llm import (
     LLMUnavailable,
     gemini_client,
 )
-from extraction.models import AlwaysReadSender, ExtractionRun, FetchFailure, ProcessedEmail
+from extraction.models import INTERRUPTED, AlwaysReadSender, ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.prompt import PROMPT_VERSION, Prompt, temp_id
 from extraction.selectors import email_keys_handled, fetch_failures_still_missing, resync_note
 from extraction.services import (
@@ -82,6 +83,8 @@ BACKFILL_MARGIN = timedelta(minutes=5)
 # a fault that passes (a message listed before it can be read, a replica behind), shorter than a poll.
 DELETION_CONFIRM_AFTER = timedelta(seconds=60)
 LEASE_LOST = "Stopped: another run of yours took over; it finishes the work."
+# What losing Redis or PostgreSQL under a run raises: the run is queued again (`_interrupted`), not failed.
+INFRASTRUCTURE_ERRORS = (redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError)
 
 
 class LeaseBusy(Exception):
@@ -217,6 +220,8 @@ class ExtractionPipeline:
             sent = ExtractionRun.objects.filter(pk=self.run.pk).values_list("emails_sent_to_llm", flat=True).first()
             cut = self._continued(sent or 0)
             self._finish(cut.status, cut.code, cut.message)
+        except INFRASTRUCTURE_ERRORS as error:
+            self._interrupted(error)
         except Exception:
             logger.exception("extraction run %s crashed", self.run.pk)
             self._finish(
@@ -936,6 +941,27 @@ class ExtractionPipeline:
         for name, value in fields.items():
             if not hasattr(value, "resolve_expression"):
                 setattr(self.run, name, value)
+
+    def _interrupted(self, error: Exception) -> None:
+        """Redis or PostgreSQL was lost under the run: neither the mail's fault nor the person's. The run goes
+        back to the queue, its cursors where they were, and the reaper sends it again once its backoff is
+        over (EXTRACTION_REAPER_SECONDS, doubling with each delivery; EXTRACTION_MAX_DELIVERIES stops it).
+        With PostgreSQL still gone nothing can be written: the run stays `running` with its runner's lock
+        gone, and the reaper takes it up as a dead runner's once the database is back."""
+        logger.warning("extraction run %s lost its infrastructure: %s", self.run.pk, type(error).__name__)
+        backoff = settings.EXTRACTION_REAPER_SECONDS * 2**self.run.deliveries  # the count before this delivery
+        try:
+            connection.close_if_unusable_or_obsolete()  # a connection PostgreSQL dropped is made anew
+            self._update(
+                status=ExtractionRun.Status.QUEUED,
+                error_code=INTERRUPTED,
+                error_message="Interrupted: Tasklift lost its connection to its own services. No mailbox position "
+                "moved; the run is queued again and goes on by itself.",
+                retry_after=timezone.now() + timedelta(seconds=backoff),
+                mailboxes=self._reports(),
+            )
+        except DatabaseError:
+            logger.warning("extraction run %s left for the reaper: the database is not reachable", self.run.pk)
 
     def _finish(self, status: str, code: str, message: str, *, retry_after: datetime | None = None) -> None:
         reports = self._reports()
