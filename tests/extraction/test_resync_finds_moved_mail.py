@@ -14,7 +14,7 @@ from extraction.models import ExtractionRun, ProcessedEmail
 from integrations.models import SyncCursor
 from sandbox.client import SandboxClient
 from tasks.models import Task
-from tests.conftest import GmailBox, OutlookBox, connect_gmail, run_extraction
+from tests.conftest import GmailBox, OutlookBox, connect_gmail, connect_outlook, run_extraction
 from tests.mail import ask
 
 pytestmark = pytest.mark.django_db
@@ -82,6 +82,28 @@ def test_old_inbox_mail_from_before_the_connection_is_not_read_by_a_resync(
     assert list(Task.objects.values_list("source_id", flat=True)) == [new]  # never owed: not read now
     assert gemini_calls(sandbox) == 1
     assert run.mailboxes[str(gmail.integration.pk)]["not_read"] == 0  # and not counted as not read
+
+
+def test_old_outlook_inbox_mail_from_before_the_connection_is_not_read_by_a_resync(
+    sandbox: SandboxClient, consenting_user: User
+) -> None:
+    address = "keeper@outlook.example.com"
+    sandbox.create_outlook_mailbox(address)
+    month_ago = datetime.now(UTC) - timedelta(days=30)
+    for n in range(5):
+        sandbox.deliver_outlook(address, ask(n), received_at=month_ago + timedelta(minutes=n))
+    outlook = connect_outlook(sandbox, consenting_user, address)
+    assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
+    new = outlook.deliver(ask(50))
+    sandbox.expire_outlook_delta(address)
+    sandbox.clear_requests()
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert list(Task.objects.values_list("source_id", flat=True)) == [new]
+    assert gemini_calls(sandbox) == 1
+    assert run.mailboxes[str(outlook.integration.pk)]["not_read"] == 0
 
 
 def test_a_resync_over_its_bound_counts_the_moved_in_mail_it_did_not_read(
