@@ -127,3 +127,22 @@ def test_a_resync_over_its_bound_counts_the_moved_in_mail_it_did_not_read(
     assert "2 older email(s)" in report["note"]
     gmail.integration.refresh_from_db()
     assert gmail.integration.resync_not_read == 2
+
+
+def test_a_resync_of_an_inbox_already_read_reads_nothing_and_looks_at_nothing(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    ids = [gmail.deliver(ask(n)) for n in range(30)]
+    assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
+    sandbox.modify_labels(gmail.address, ids[3], add=["STARRED"])  # history moves on, then is forgotten
+    sandbox.expire_history(gmail.address)
+    sandbox.clear_requests()
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert run.mailboxes[str(gmail.integration.pk)]["resync"] == "expired"
+    reads = [r for r in sandbox.requests("gmail") if "/messages/" in r["path"]]
+    assert reads == []  # the ledger holds the whole inbox: no message is looked at, none read
+    assert gemini_calls(sandbox) == 0
+    assert Task.objects.count() == 30
