@@ -18,10 +18,9 @@ from celery.signals import (
     worker_process_shutdown,
 )
 
+from config import broker
 from config.heartbeat import WorkerHeartbeat
 from config.logcontext import log_job_set
-
-from config import broker
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 

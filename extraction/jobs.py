@@ -51,7 +51,7 @@ def _run(job: Any, run: ExtractionRun) -> None:
             _, created = extraction_run_request(user=done.user, trigger=ExtractionRun.Trigger.CONTINUATION)
             if not created:  # a run was waiting already (a doorbell): it continues, now
                 _start_waiting(run.user_id)
-        else:
+        elif done.status != ExtractionRun.Status.QUEUED:  # queued: interrupted, the reaper sends it again
             _start_waiting(run.user_id)
     except LeaseBusy as busy:
         if run_is_being_run(run=run):

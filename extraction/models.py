@@ -18,6 +18,11 @@ class ExtractionLease(models.Model):
         return f"lease {self.user_id} #{self.token}"
 
 
+# The error code of a run that lost Redis or PostgreSQL under it: queued again, sent by the reaper after its
+# `retry_after` (extraction.services.extraction_runs_reap).
+INTERRUPTED = "interrupted"
+
+
 class ExtractionRun(TimeStampedModel):
     """One extraction run: the record a person reads of what was fetched, sent, created, and why it failed."""
 
@@ -65,7 +70,8 @@ class ExtractionRun(TimeStampedModel):
     mailboxes = models.JSONField(default=dict, blank=True)
     # Answers from the LLM that were rejected by validation: [{"batch", "code", "message"}]
     rejections = models.JSONField(default=list, blank=True)
-    # Gemini asked to wait (a 429 with a retry delay): no run of this person starts before then.
+    # Gemini asked to wait (a 429 with a retry delay), or the run lost Redis or PostgreSQL and is queued again
+    # after a backoff (INTERRUPTED): no run of this person starts before then.
     retry_after = models.DateTimeField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)

@@ -20,9 +20,10 @@ from email.utils import parseaddr
 from functools import cached_property
 from typing import Any
 
+import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
@@ -39,9 +40,9 @@ from extraction.llm import (
     LLMUnavailable,
     gemini_client,
 )
-from extraction.models import AlwaysReadSender, ExtractionRun, FetchFailure, ProcessedEmail
+from extraction.models import INTERRUPTED, AlwaysReadSender, ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.prompt import PROMPT_VERSION, Prompt, temp_id
-from extraction.selectors import email_keys_handled, resync_note
+from extraction.selectors import email_keys_handled, fetch_failures_still_missing, resync_note
 from extraction.services import (
     LedgerEntry,
     fetch_failure_record,
@@ -63,6 +64,7 @@ from integrations.providers.base import (
     Fetched,
     MailProvider,
     ProviderError,
+    ProviderNotFound,
     ProviderRateLimited,
 )
 from integrations.services import (
@@ -79,7 +81,12 @@ logger = logging.getLogger(__name__)
 
 
 BACKFILL_MARGIN = timedelta(minutes=5)
+# A message read that answers 404 again this long after an earlier run's 404 is taken as deleted: longer than
+# a fault that passes (a message listed before it can be read, a replica behind), shorter than a poll.
+DELETION_CONFIRM_AFTER = timedelta(seconds=60)
 LEASE_LOST = "Stopped: another run of yours took over; it finishes the work."
+# What losing Redis or PostgreSQL under a run raises: the run is queued again (`_interrupted`), not failed.
+INFRASTRUCTURE_ERRORS = (redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError)
 
 
 class LeaseBusy(Exception):
@@ -220,6 +227,8 @@ class ExtractionPipeline:
             sent = ExtractionRun.objects.filter(pk=self.run.pk).values_list("emails_sent_to_llm", flat=True).first()
             cut = self._continued(sent or 0)
             self._finish(cut.status, cut.code, cut.message)
+        except INFRASTRUCTURE_ERRORS as error:
+            self._interrupted(error)
         except Exception:
             logger.exception("extraction run %s crashed", self.run.pk)
             self._finish(
@@ -333,13 +342,20 @@ class ExtractionPipeline:
             )
 
     def _resync(self, mailbox: Mailbox) -> Delta:
-        """A new cursor generation, with no person involved (DESIGN §6): a cursor for now, and every inbox
-        email received since the last successful read (minus a margin) read again; the ledger drops what
-        was handled. The old cursor stays until this run commits, so a failure resyncs again next time."""
+        """A new cursor generation, with no person involved (DESIGN §6): a cursor for now, and what is in the
+        inbox now that the ledger does not hold and that came in since the last successful read (minus a
+        margin), whatever its received time (the provider tells how: integrations/providers). The old cursor
+        stays until this run commits, so a failure resyncs again next time."""
         assert mailbox.provider is not None
         last_read = mailbox.integration.last_success_at or mailbox.cursor.updated_at
         mailbox.resync_since = last_read - timedelta(minutes=settings.EXTRACTION_RESYNC_MARGIN_MINUTES)
-        delta = mailbox.provider.resync(mailbox.resync_since, settings.EXTRACTION_RESYNC_MAX_MESSAGES)
+        integration_id = mailbox.integration.pk
+        delta = mailbox.provider.resync(
+            mailbox.resync_since,
+            settings.EXTRACTION_RESYNC_MAX_MESSAGES,
+            cursor=mailbox.cursor.value,
+            handled=lambda ids: ledger_known(integration_id=integration_id, message_ids=ids),
+        )
         mailbox.not_read = delta.not_read
         logger.warning(
             "extraction run %s resyncs integration %s (%s): %d emails listed, %d over the bound",
@@ -409,18 +425,10 @@ class ExtractionPipeline:
                 self._leave_out(mailbox, error)
                 break
             ahead = self._fetch_ahead(mailbox, chunks[index + 1], fetcher) if index + 1 < len(chunks) else None
-            if fetched.gone:  # deleted between listing and reading, confirmed: nothing left to do
-                with transaction.atomic():
-                    self._hold_lease()
-                    ledger_record(
-                        entries=[
-                            LedgerEntry(mailbox.integration.pk, i, ProcessedEmail.Outcome.NO_TASKS, 0, "deleted")
-                            for i in fetched.gone
-                        ],
-                        run_id=self.run.pk,
-                    )
-            if fetched.failed and not fetched.emails and not fetched.gone and len(fetched.failed) > 1:
-                # Nothing of the mailbox could be read: its provider is failing, not these messages.
+            failing = any(not isinstance(error, ProviderNotFound) for error in fetched.failed.values())
+            if failing and not fetched.emails and len(fetched.failed) > 1:
+                # Nothing of the mailbox could be read: its provider is failing, not these messages. (404s
+                # alone are not that: messages deleted, or not readable yet, each counted as its own.)
                 self._leave_out(mailbox, next(iter(fetched.failed.values())))
                 break
             if fetched.failed:
@@ -440,9 +448,28 @@ class ExtractionPipeline:
     def _fetch_failed(self, mailbox: Mailbox, failed: dict[str, ProviderError]) -> None:
         """Messages that could not be read while the rest of their mailbox could: count the failure
         durably; one that has failed EXTRACTION_FETCH_ATTEMPTS times (across runs) is quarantined, so
-        that it never blocks its mailbox; the others keep their mailbox's cursor where it is."""
+        that it never blocks its mailbox; the others keep their mailbox's cursor where it is.
+
+        A 404 is a deletion (recorded as handled) only when an earlier run's read, DELETION_CONFIRM_AFTER
+        ago or more, was a 404 too: two reads within one fetch are a moment apart, and a passing fault can
+        last that long. The provider's own record of a deletion keeps such mail out of the delta already."""
+        missing = [m for m, error in failed.items() if isinstance(error, ProviderNotFound)]
+        deleted = fetch_failures_still_missing(
+            integration_id=mailbox.integration.pk,
+            message_ids=missing,
+            before=timezone.now() - DELETION_CONFIRM_AFTER,
+        )
+        failed = {m: error for m, error in failed.items() if m not in deleted}
         with transaction.atomic():
             self._hold_lease()
+            if deleted:
+                ledger_record(
+                    entries=[
+                        LedgerEntry(mailbox.integration.pk, i, ProcessedEmail.Outcome.NO_TASKS, 0, "deleted")
+                        for i in deleted
+                    ],
+                    run_id=self.run.pk,
+                )
             attempts = fetch_failure_record(
                 integration_id=mailbox.integration.pk,
                 failures={m: (error.code, error.message) for m, error in failed.items()},
@@ -942,6 +969,27 @@ class ExtractionPipeline:
         for name, value in fields.items():
             if not hasattr(value, "resolve_expression"):
                 setattr(self.run, name, value)
+
+    def _interrupted(self, error: Exception) -> None:
+        """Redis or PostgreSQL was lost under the run: neither the mail's fault nor the person's. The run goes
+        back to the queue, its cursors where they were, and the reaper sends it again once its backoff is
+        over (EXTRACTION_REAPER_SECONDS, doubling with each delivery; EXTRACTION_MAX_DELIVERIES stops it).
+        With PostgreSQL still gone nothing can be written: the run stays `running` with its runner's lock
+        gone, and the reaper takes it up as a dead runner's once the database is back."""
+        logger.warning("extraction run %s lost its infrastructure: %s", self.run.pk, type(error).__name__)
+        backoff = settings.EXTRACTION_REAPER_SECONDS * 2**self.run.deliveries  # the count before this delivery
+        try:
+            connection.close_if_unusable_or_obsolete()  # a connection PostgreSQL dropped is made anew
+            self._update(
+                status=ExtractionRun.Status.QUEUED,
+                error_code=INTERRUPTED,
+                error_message="Interrupted: Tasklift lost its connection to its own services. No mailbox position "
+                "moved; the run is queued again and goes on by itself.",
+                retry_after=timezone.now() + timedelta(seconds=backoff),
+                mailboxes=self._reports(),
+            )
+        except DatabaseError:
+            logger.warning("extraction run %s left for the reaper: the database is not reachable", self.run.pk)
 
     def _finish(self, status: str, code: str, message: str, *, retry_after: datetime | None = None) -> None:
         reports = self._reports()

@@ -11,6 +11,7 @@ from accounts.models import User
 from config.errors import NotFoundError
 from extraction.models import ExtractionLease, ExtractionRun, FetchFailure, ProcessedEmail
 from integrations.models import Integration
+from integrations.providers.base import ProviderNotFound
 from integrations.providers.gmail import gmail_web_link
 from integrations.providers.outlook import outlook_web_link
 from integrations.selectors import integration_list
@@ -44,6 +45,22 @@ def email_keys_handled(*, user_id: int, keys: list[str]) -> set[str]:
             email_key__in=keys,
             outcome__in=(ProcessedEmail.Outcome.TASKS, ProcessedEmail.Outcome.NO_TASKS),
         ).values_list("email_key", flat=True)
+    )
+
+
+def fetch_failures_still_missing(*, integration_id: int, message_ids: list[str], before: datetime) -> set[str]:
+    """Which of `message_ids` (answered 404 just now) the provider already answered 404 for at `before` or
+    earlier: a read in an earlier run that failed the same way, long enough ago that a passing fault would
+    not last from one to the other."""
+    if not message_ids:
+        return set()
+    return set(
+        FetchFailure.objects.filter(
+            integration_id=integration_id,
+            message_id__in=message_ids,
+            last_error_code=ProviderNotFound.code,
+            updated_at__lte=before,
+        ).values_list("message_id", flat=True)
     )
 
 
@@ -190,11 +207,14 @@ def resync_note(*, reason: str, since: datetime | None, not_read: int) -> str:
         else "Tasklift changed how it reads this mailbox"
     )
     local = timezone.localtime(since)  # the person's time zone on a page (its middleware), UTC in a worker
-    note = f"Because {why}, Tasklift read again all mail since {local:%d %b %Y %H:%M} ({local:%Z})."
+    note = (
+        f"Because {why}, Tasklift read again all mail that came into your inbox since "
+        f"{local:%d %b %Y %H:%M} ({local:%Z}), older mail moved there included."
+    )
     if not_read:
         note += (
-            f" {not_read} older email(s) of that time were more than it reads at once and were not read: "
-            "look through your inbox for them."
+            f" {not_read} older email(s) in your inbox were more than it looks through at once and were not "
+            "read: look through your inbox for them."
         )
     return note
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from config.metrics import RUNS
-from extraction.models import ExtractionLease, ExtractionRun, FetchFailure, ProcessedEmail
+from extraction.models import INTERRUPTED, ExtractionLease, ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.selectors import lease_live_user_ids
 from tasks.services import db_text
 
@@ -183,12 +183,27 @@ def extraction_runs_reap() -> tuple[int, int]:
     end it when its worker has died too often. A run `queued` for longer than EXTRACTION_QUEUED_STALE_SECONDS
     whose job no worker took up (a worker killed whole holds its message until the broker's visibility
     timeout) is queued once more too: a second message of a run is harmless, since a job of a finished
-    run, or of a run another delivery is running, returns at once. Returns (requeued, given up)."""
+    run, or of a run another delivery is running, returns at once. A run that lost Redis or PostgreSQL under
+    it (INTERRUPTED) waits queued until its `retry_after`, then is sent again. Returns (requeued, given up)."""
     from extraction.jobs import extraction_run_job
 
-    stale = timezone.now() - timedelta(seconds=settings.EXTRACTION_QUEUED_STALE_SECONDS)
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.EXTRACTION_QUEUED_STALE_SECONDS)
     requeued_queued = 0
-    for run in ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED, updated_at__lt=stale):
+    # A run that lost Redis or PostgreSQL under it waits queued for its backoff, then its job is sent again.
+    backed_off = ExtractionRun.objects.filter(
+        status=ExtractionRun.Status.QUEUED, error_code=INTERRUPTED, retry_after__lte=now
+    )
+    for run in backed_off:
+        with transaction.atomic():
+            touched = backed_off.filter(pk=run.pk).update(retry_after=None, updated_at=now)
+            if touched:
+                transaction.on_commit(lambda run=run: extraction_run_send(run, extraction_run_job))  # type: ignore[misc]
+        requeued_queued += touched
+    waiting = ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED, updated_at__lt=stale).exclude(
+        retry_after__gt=now  # still waiting out a backoff
+    )
+    for run in waiting:
         with transaction.atomic():
             touched = ExtractionRun.objects.filter(
                 pk=run.pk, status=ExtractionRun.Status.QUEUED, updated_at__lt=stale
@@ -222,7 +237,7 @@ def extraction_runs_reap() -> tuple[int, int]:
         requeued += moved
     if requeued or given_up or requeued_queued:
         logger.warning(
-            "reaped extraction runs: %d of dead runners queued again, %d given up, %d lost jobs sent again",
+            "reaped extraction runs: %d of dead runners queued again, %d given up, %d lost or backed-off jobs sent",
             requeued,
             given_up,
             requeued_queued,

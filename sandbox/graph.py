@@ -240,7 +240,7 @@ def message_add(
             created_seq=mailbox.seq,
             changed_seq=mailbox.seq,
             change_key=_change_key(),
-            modified=_now(),
+            modified=received,  # as if it arrived then: a message is created, then changed (read, moved) later
             is_read=is_read,
             folder=folder_name(folder),
             rest_key=key,

@@ -6,6 +6,7 @@ below, never an HTTP library's exception or a status code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -51,12 +52,12 @@ class Delta:
 
 @dataclass(frozen=True)
 class Fetched:
-    """What reading some messages by id gave: the emails read, in the order asked; the messages the
-    provider confirmed deleted (a second read said so too); and the messages that could not be read
-    while the provider answered for the others, each with its error."""
+    """What reading some messages by id gave: the emails read, in the order asked, and the messages that
+    could not be read while the provider answered for the others, each with its error. A 404 is such a
+    failure too (ProviderNotFound), however often it came: only the provider's record of a deletion, or a
+    later run, tells a deleted message from a passing fault (DESIGN §6)."""
 
     emails: list[Email]
-    gone: set[str] = field(default_factory=set)
     failed: dict[str, ProviderError] = field(default_factory=dict)
 
 
@@ -113,17 +114,19 @@ class MailProvider(Protocol):
 
     def fetch_delta(self, cursor: str) -> Delta:
         """The ids of every email that entered the inbox since `cursor` (new, or moved or relabelled into
-        it), and the cursor after them. Saves nothing. Raises CursorExpired when the provider no longer
-        knows `cursor`."""
+        it) and that the provider does not record as deleted since, and the cursor after them. Saves
+        nothing. Raises CursorExpired when the provider no longer knows `cursor`."""
         ...
 
-    def resync(self, since: datetime, limit: int) -> Delta:
-        """A new cursor for "now", and the inbox mail received since `since` (the newest `limit`; how many
-        more there were is `not_read`): what to read so that nothing is lost across an expired cursor."""
+    def resync(self, since: datetime, limit: int, *, cursor: str, handled: Callable[[list[str]], set[str]]) -> Delta:
+        """A new cursor for "now", and what to read so that nothing is lost across an expired `cursor`: the
+        mail in the inbox now that the ledger (`handled`: which of these ids it holds) does not hold and
+        that came into the inbox after `cursor`, whatever its received time, or was received since `since`.
+        At most the newest `limit`; how many more there were (or may be: not looked at) is `not_read`."""
         ...
 
     def fetch_emails(self, message_ids: list[str]) -> Fetched:
         """The given messages, in the order given. One message failing does not fail the others: it is
-        in `failed` (or, when a second read confirms it was deleted, in `gone`). Raises only for what
-        concerns the whole mailbox (its sign-in refused, throttling, the service unreachable)."""
+        in `failed`. Raises only for what concerns the whole mailbox (its sign-in refused, throttling, the
+        service unreachable)."""
         ...

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 from urllib.parse import quote
@@ -32,6 +32,7 @@ from integrations.providers.base import (
     Fetched,
     ProviderAuthError,
     ProviderError,
+    ProviderNotFound,
     ProviderRateLimited,
     ProviderUnavailable,
 )
@@ -144,6 +145,8 @@ def _translate(error: Exception) -> ProviderError:
             )
         if status >= 500:
             return ProviderUnavailable("Gmail is not answering right now; syncing will retry.")
+        if status == 404:
+            return ProviderNotFound("Gmail does not know this message (HTTP 404): deleted, or not readable yet.")
         return ProviderError(f"Gmail refused a request (HTTP {status}).")
     if isinstance(error, RefreshError):
         if error.retryable:
@@ -213,7 +216,8 @@ class GmailProvider:
 
     def fetch_delta(self, cursor: str) -> Delta:
         """Every message that entered INBOX after `cursor`, over all history pages: delivered there, or
-        labelled into it later (un-archived, "Not spam", moved from another label, a filter). Saves nothing."""
+        labelled into it later (un-archived, "Not spam", moved from another label, a filter), and not
+        deleted for good since (a messagesDeleted record: nothing to read). Saves nothing."""
         message_ids: dict[str, None] = {}
         new_cursor = cursor
         page_token: str | None = None
@@ -224,7 +228,9 @@ class GmailProvider:
                 .list(
                     userId="me",
                     startHistoryId=cursor,
-                    historyTypes=["messageAdded", "labelAdded"],
+                    # Deletions too: they change nothing of which mail is listed (GMAIL_FILTER), and a
+                    # message deleted before it is read is then known gone, not a 404 to wait out.
+                    historyTypes=["messageAdded", "labelAdded", "messageDeleted"],
                     labelId="INBOX",
                     maxResults=500,
                     pageToken=page_token,
@@ -239,24 +245,44 @@ class GmailProvider:
             for record in page.get("history", []):
                 for message_id in _entered_inbox(record):
                     message_ids.setdefault(message_id, None)
+                for deleted in record.get("messagesDeleted", []):
+                    message_ids.pop(str((deleted.get("message") or {}).get("id", "")), None)
             new_cursor = str(page.get("historyId", new_cursor))
             page_token = page.get("nextPageToken")
             if not page_token:
                 break
         return Delta(message_ids=list(message_ids), new_cursor=new_cursor)
 
-    def resync(self, since: datetime, limit: int) -> Delta:
+    def resync(self, since: datetime, limit: int, *, cursor: str, handled: Callable[[list[str]], set[str]]) -> Delta:
         """The history id of now (taken first, so mail arriving meanwhile is in the next delta), and the
-        inbox mail received since `since`: the newest `limit`, and how many more there were."""
+        inbox mail the ledger (`handled`) does not hold that was received since `since` or came into the
+        inbox after the old `cursor`: the newest `limit` of it, and how many more (`not_read`).
+
+        Mail moved in keeps its received time, and the listing gives ids only, so each unhandled message
+        received before `since` is looked at (format=minimal, in batches): its `historyId` is the last
+        change to it, and one past the old cursor was delivered or relabelled since. One not past it was in
+        the inbox, unchanged, when the old cursor was read: handled then, or there before the mailbox was
+        connected (never owed). At most `limit` are looked at; those left are counted in `not_read` too
+        (they may be owed: only looking would tell)."""
         history_id = self.current_cursor()
-        listed = self._inbox_ids(after=since, limit=RESYNC_COUNT_LIMIT)
-        kept = listed[:limit] if limit else []
-        return Delta(list(reversed(kept)), history_id, not_read=len(listed) - len(kept))
+        recent = set(self._inbox_ids(after=since, limit=RESYNC_COUNT_LIMIT))
+        unhandled: list[str] = []  # newest first
+        for page in self._inbox_pages(after=None, limit=RESYNC_COUNT_LIMIT):
+            known = handled(page)
+            unhandled.extend(m for m in page if m not in known)
+        older = [m for m in unhandled if m not in recent]
+        looked_at = older[:limit]
+        moved_in = set(self._entered_since(looked_at, cursor=cursor, since=since))
+        owed = [m for m in unhandled if m in recent or m in moved_in]
+        kept = owed[:limit]
+        not_read = len(owed) - len(kept) + len(older) - len(looked_at)
+        return Delta(list(reversed(kept)), history_id, not_read=not_read)
 
     def fetch_emails(self, message_ids: list[str]) -> Fetched:
         """The messages in the order given (repeats dropped), in batches. A message whose part failed (a
-        404 may be a deletion or a passing fault, a 5xx a passing fault) is read once more; a second 404
-        confirms the deletion, a second failure is the message's own (`failed`)."""
+        404 may be a deletion or a passing fault, a 5xx a passing fault) is read once more; a second
+        failure is the message's own (`failed`), a 404 too: two reads a moment apart cannot tell a
+        deletion from a fault that lasts a second (the history's messagesDeleted does, or a later run)."""
         wanted = list(dict.fromkeys(message_ids))
         found: dict[str, Email] = {}
         failed: dict[str, HttpError] = {}
@@ -265,15 +291,11 @@ class GmailProvider:
             batch_found, batch_failed = self._fetch_batch(wanted[start : start + size])
             found.update(batch_found)
             failed.update(batch_failed)
-        gone: set[str] = set()
         if failed:
-            again, still = self._fetch_batch(list(failed))
+            again, failed = self._fetch_batch(list(failed))
             found.update(again)
-            gone = {m for m, error in still.items() if error.status_code == 404 and failed[m].status_code == 404}
-            failed = {m: error for m, error in still.items() if m not in gone}
         return Fetched(
             emails=[found[m] for m in wanted if m in found],
-            gone=gone,
             failed={m: _translate(error) for m, error in failed.items()},
         )
 
@@ -283,26 +305,55 @@ class GmailProvider:
 
     def _inbox_ids(self, *, after: datetime, limit: int) -> list[str]:
         """Inbox message ids received after `after`, newest first, at most `limit`."""
-        ids: list[str] = []
+        return [message_id for page in self._inbox_pages(after=after, limit=limit) for message_id in page]
+
+    def _inbox_pages(self, *, after: datetime | None, limit: int) -> Iterator[list[str]]:
+        """Inbox message ids (received after `after`, if given), newest first, a page at a time, at most
+        `limit` in all."""
+        listed = 0
         page_token: str | None = None
-        while len(ids) < limit:
+        while listed < limit:
             request = (
                 self._users()
                 .messages()
                 .list(
                     userId="me",
                     labelIds=["INBOX"],
-                    q=f"after:{int(after.timestamp())}",
-                    maxResults=min(limit - len(ids), 500),
+                    q=f"after:{int(after.timestamp())}" if after is not None else None,
+                    maxResults=min(limit - listed, 500),
                     pageToken=page_token,
                 )
             )
             page = self._execute(request)
-            ids.extend(str(m["id"]) for m in page.get("messages", []))
+            ids = [str(m["id"]) for m in page.get("messages", [])][: limit - listed]
+            listed += len(ids)
+            if ids:
+                yield ids
             page_token = page.get("nextPageToken")
             if not page_token:
                 break
-        return ids[:limit]
+
+    def _entered_since(self, ids: list[str], *, cursor: str, since: datetime) -> list[str]:
+        """Those of `ids` (in their order) changed after history id `cursor` (delivered or labelled into the
+        inbox since) or received since `since`. A message whose look fails on its own is kept: reading it
+        is the fetch's to tell (a failure of that message, or its mail)."""
+        floor = int(cursor) if cursor.isdigit() else None
+        since_ms = int(since.timestamp() * 1000)
+        size = max(1, min(settings.GMAIL_BATCH_SIZE, 100))
+        kept: list[str] = []
+        for start in range(0, len(ids), size):
+            chunk = ids[start : start + size]
+            looks = self._minimal_batch(chunk)
+            for message_id in chunk:
+                look = looks.get(message_id)
+                if look is None:
+                    kept.append(message_id)
+                    continue
+                changed, received = str(look.get("historyId") or ""), str(look.get("internalDate") or "")
+                changed_after = floor is not None and (not changed.isdigit() or int(changed) > floor)
+                if changed_after or (received.isdigit() and int(received) >= since_ms):
+                    kept.append(message_id)
+        return kept
 
     # Internals ----------------------------------------------------------------------------------------
     def _users(self) -> Any:
@@ -358,6 +409,35 @@ class GmailProvider:
             self._raise_worst(mailbox_wide)
         logger.debug("gmail batch fetched %d of %d messages", len(found), len(ids))
         return found, failed
+
+    def _minimal_batch(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """One batch of messages.get in format=minimal (labels, historyId, internalDate; no body): what came
+        back, by id. A part that failed on its own is left out; one refused for the mailbox's sign-in, or
+        throttled, concerns the whole mailbox and raises."""
+        found: dict[str, dict[str, Any]] = {}
+        failed: list[HttpError] = []
+
+        def collect(message_id: str) -> Callable[[str, Any, HttpError | None], None]:
+            def callback(_request_id: str, response: Any, error: HttpError | None) -> None:
+                if error is not None:
+                    failed.append(error)
+                else:
+                    found[message_id] = response
+
+            return callback
+
+        batch = BatchHttpRequest(batch_uri=settings.GMAIL_BATCH_URI)
+        messages = self._users().messages()
+        for message_id in ids:
+            batch.add(messages.get(userId="me", id=message_id, format="minimal"), callback=collect(message_id))
+        try:
+            batch.execute()
+        except (HttpError, RefreshError, *_TRANSPORT_ERRORS) as error:
+            raise _translate(error) from error
+        mailbox_wide = [e for e in failed if isinstance(_translate(e), ProviderAuthError | ProviderRateLimited)]
+        if mailbox_wide:
+            self._raise_worst(mailbox_wide)
+        return found
 
     @staticmethod
     def _raise_worst(failures: list[HttpError]) -> NoReturn:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NoReturn, Protocol
 from urllib.parse import quote, urlencode, urlsplit
@@ -46,6 +47,11 @@ MESSAGE_FIELDS = (
 # of a delta (Graph encodes them in its links), and no $filter: a message moved into the Inbox must show
 # whatever its received time.
 DELTA_FIELDS = ("receivedDateTime",)
+# A resync's round also asks when each message last changed (a move into the Inbox is a change). The field
+# changes nothing of which mail the delta lists, so the cursor it ends with reads the same query
+# (integrations.services.OUTLOOK_FILTER); later rounds only carry one more field.
+RESYNC_FIELDS = (*DELTA_FIELDS, "lastModifiedDateTime")
+RESYNC_LEDGER_CHUNK = 1000  # ids asked of the ledger at once
 MAX_RETRY_SLEEP_S = 30.0  # a longer Retry-After goes back to the caller rather than holding a worker
 BATCH_SIZE = 20  # Graph's limit per JSON batch
 _RESYNC_CODES = {"syncstatenotfound", "resyncrequired", "syncstateinvalid", "errorinvalidsyncstatedata"}
@@ -109,7 +115,10 @@ class OutlookProvider:
     def initial_cursor(self) -> str:
         """The first delta URL of the inbox. Not fetched here: the first fetch_delta GETs it, which lists the
         inbox (for the backfill) and gives the first deltaLink."""
-        query = urlencode({"$select": ",".join(DELTA_FIELDS)}, quote_via=quote, safe="$,:")
+        return self._initial_url(DELTA_FIELDS)
+
+    def _initial_url(self, fields: tuple[str, ...]) -> str:
+        query = urlencode({"$select": ",".join(fields)}, quote_via=quote, safe="$,:")
         return f"{self._endpoint}/me/mailFolders/inbox/messages/delta?{query}"
 
     def current_cursor(self) -> str:
@@ -127,8 +136,67 @@ class OutlookProvider:
         drops what it has seen); removed ones are not. Pages are followed however many there are; a link
         that comes back again is a loop and ends the fetch.
         """
+        found, delta_link = self._round(cursor)
+        received = {m: _received(item.get("receivedDateTime")) for m, item in found.items()}
+        return self._delta(received, delta_link, backfill=_is_initial(cursor))
+
+    def resync(self, since: datetime, limit: int, *, cursor: str, handled: Callable[[list[str]], set[str]]) -> Delta:
+        """A fresh inbox delta from the start: its deltaLink is the new cursor, and what to read is the
+        inbox mail the ledger (`handled`) does not hold that was received, or last changed, since `since`
+        (the newest `limit`; how many more is `not_read`).
+
+        Mail moved into the Inbox keeps its receivedDateTime, but a move changes it (Exchange makes the
+        item anew in the folder it enters), so `lastModifiedDateTime` tells mail moved in after the last
+        read; mail unchanged since was in the inbox then: handled, or there before the mailbox was
+        connected (never owed). `cursor` (the old delta link) tells no time: it is not needed here."""
+        found, delta_link = self._round(self._initial_url(RESYNC_FIELDS))
+        unhandled: dict[str, dict[str, Any]] = {}
+        ids = list(found)
+        for start in range(0, len(ids), RESYNC_LEDGER_CHUNK):
+            chunk = ids[start : start + RESYNC_LEDGER_CHUNK]
+            known = handled(chunk)
+            unhandled.update((m, found[m]) for m in chunk if m not in known)
+
+        def entered(item: dict[str, Any]) -> bool:
+            times = [_received(item.get(name)) for name in ("receivedDateTime", "lastModifiedDateTime")]
+            told = [when for when in times if when is not None]
+            return not told or any(when >= since for when in told)
+
+        owed = {m: _received(item.get("receivedDateTime")) for m, item in unhandled.items() if entered(item)}
+        listed = self._delta(owed, delta_link, backfill=False)
+        kept = listed.message_ids[-limit:] if limit else []
+        return Delta(kept, delta_link, listed.received, not_read=len(listed.message_ids) - len(kept))
+
+    def fetch_emails(self, message_ids: list[str]) -> Fetched:
+        """The messages in the order given (repeats dropped), in $batch requests of at most 20. A part that
+        failed on its own (a 404 may be a deletion or a passing fault) is read once more; a second failure
+        is the message's own (`failed`), a 404 too: two reads a moment apart cannot tell a deletion from a
+        fault that lasts a second (the delta's @removed does, or a later run)."""
+        wanted = list(dict.fromkeys(message_ids))
+        found: dict[str, Email] = {}
+        failed: dict[str, tuple[int, ProviderError]] = {}
+        for start in range(0, len(wanted), BATCH_SIZE):
+            batch_found, batch_failed = self._fetch_batch(wanted[start : start + BATCH_SIZE])
+            found.update(batch_found)
+            failed.update(batch_failed)
+        if failed:
+            first = list(failed)
+            failed = {}
+            for start in range(0, len(first), BATCH_SIZE):
+                batch_found, batch_failed = self._fetch_batch(first[start : start + BATCH_SIZE])
+                found.update(batch_found)
+                failed.update(batch_failed)
+        return Fetched(
+            emails=[found[m] for m in wanted if m in found],
+            failed={m: error for m, (_, error) in failed.items()},
+        )
+
+    # Internals ----------------------------------------------------------------------------------------
+    def _round(self, cursor: str) -> tuple[dict[str, dict[str, Any]], str]:
+        """One delta round from `cursor` over all its pages: the items listed (removed ones dropped), in
+        arrival order, by id, and the deltaLink that ends it."""
         self._check_url(cursor, expired_if_foreign=True)
-        found: dict[str, datetime | None] = {}
+        found: dict[str, dict[str, Any]] = {}
         url, seen = cursor, {cursor}
         while True:
             page = self._request("GET", url, prefer=self._prefer(page_size=True))
@@ -139,11 +207,11 @@ class OutlookProvider:
                 if "@removed" in item:
                     found.pop(message_id, None)  # added, then removed in the same round: nothing to read
                     continue
-                found[message_id] = _received(item.get("receivedDateTime"))
+                found[message_id] = item
             delta_link = page.get("@odata.deltaLink")
             if delta_link:
                 self._check_url(str(delta_link))
-                return self._delta(found, str(delta_link), backfill=_is_initial(cursor))
+                return found, str(delta_link)
             next_link = page.get("@odata.nextLink")
             if not next_link:
                 raise ProviderUnavailable("Outlook ended a sync without a link to continue from; syncing will retry.")
@@ -153,42 +221,6 @@ class OutlookProvider:
                 raise ProviderUnavailable("Outlook sent the same sync page twice; syncing will retry.")
             seen.add(url)
 
-    def resync(self, since: datetime, limit: int) -> Delta:
-        """A fresh inbox delta from the start: its deltaLink is the new cursor, and the inbox mail received
-        since `since` is what to read (the newest `limit`)."""
-        listed = self.fetch_delta(self.initial_cursor())
-        window = [m for m in listed.message_ids if (listed.received.get(m) or since) >= since]
-        kept = window[-limit:] if limit else []
-        return Delta(kept, listed.new_cursor, listed.received, not_read=len(window) - len(kept))
-
-    def fetch_emails(self, message_ids: list[str]) -> Fetched:
-        """The messages in the order given (repeats dropped), in $batch requests of at most 20. A part that
-        failed on its own (a 404 may be a deletion or a passing fault) is read once more; a second 404
-        confirms the deletion, a second failure is the message's own (`failed`)."""
-        wanted = list(dict.fromkeys(message_ids))
-        found: dict[str, Email] = {}
-        failed: dict[str, tuple[int, ProviderError]] = {}
-        for start in range(0, len(wanted), BATCH_SIZE):
-            batch_found, batch_failed = self._fetch_batch(wanted[start : start + BATCH_SIZE])
-            found.update(batch_found)
-            failed.update(batch_failed)
-        gone: set[str] = set()
-        if failed:
-            first = failed
-            again, failed = {}, {}
-            for start in range(0, len(first), BATCH_SIZE):
-                batch_found, batch_failed = self._fetch_batch(list(first)[start : start + BATCH_SIZE])
-                again.update(batch_found)
-                failed.update(batch_failed)
-            found.update(again)
-            gone = {m for m, (status, _) in failed.items() if status == 404 and first[m][0] == 404}
-        return Fetched(
-            emails=[found[m] for m in wanted if m in found],
-            gone=gone,
-            failed={m: error for m, (_, error) in failed.items() if m not in gone},
-        )
-
-    # Internals ----------------------------------------------------------------------------------------
     @staticmethod
     def _delta(found: dict[str, datetime | None], delta_link: str, *, backfill: bool) -> Delta:
         # Graph does not promise an order: oldest first by receivedDateTime, arrival order among equals

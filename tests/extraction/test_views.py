@@ -156,9 +156,9 @@ def test_mailboxes_page_and_run_record_show_a_resync_and_what_was_not_read(
 
     page = client.get("/mailboxes/").content.decode()
     assert "the provider had forgotten where Tasklift stopped reading" in page
-    assert "1 older email(s) of that time were more than it reads at once and were not read" in page
+    assert "1 older email(s) in your inbox were more than it looks through at once and were not read" in page
     record = client.get(f"/runs/{run.pk}").content.decode()
-    assert "Tasklift read again all mail since" in record and "1 older email(s)" in record
+    assert "Tasklift read again all mail that came into your inbox since" in record and "1 older email(s)" in record
     api = client.get(f"/api/extraction/runs/{run.pk}").json()
     assert api["mailboxes"][0]["resync"] == "expired" and api["mailboxes"][0]["not_read"] == 1
 

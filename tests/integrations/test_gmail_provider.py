@@ -11,6 +11,7 @@ from integrations.providers.base import (
     CursorExpired,
     ProviderAuthError,
     ProviderError,
+    ProviderNotFound,
     ProviderRateLimited,
     ProviderUnavailable,
 )
@@ -123,7 +124,7 @@ def test_fetched_email_carries_what_the_pipeline_needs(sandbox: SandboxClient) -
     assert email.web_link == f"https://mail.google.com/mail/?authuser=linus%40example.com#all/{delivered['id']}"
 
 
-def test_a_message_deleted_meanwhile_is_confirmed_gone_by_a_second_read(sandbox: SandboxClient) -> None:
+def test_a_message_missing_twice_in_one_fetch_is_a_failure_of_its_own_not_a_deletion(sandbox: SandboxClient) -> None:
     provider, _ = connect(sandbox)
     kept = sandbox.deliver(ADDRESS, raw_message(1))["id"]
     sandbox.clear_requests()
@@ -131,9 +132,19 @@ def test_a_message_deleted_meanwhile_is_confirmed_gone_by_a_second_read(sandbox:
     fetched = provider.fetch_emails(["18f0fffffffffff0", kept])
 
     assert [e.message_id for e in fetched.emails] == [kept]
-    assert (fetched.gone, fetched.failed) == ({"18f0fffffffffff0"}, {})
+    assert list(fetched.failed) == ["18f0fffffffffff0"]
+    assert isinstance(fetched.failed["18f0fffffffffff0"], ProviderNotFound)  # the pipeline decides, later
     reads = calls(sandbox, "gmail", "GET", "/gmail/v1/users/me/messages/18f0fffffffffff0")
     assert [r["status"] for r in reads] == [404, 404]
+
+
+def test_a_message_deleted_since_the_cursor_is_not_listed(sandbox: SandboxClient) -> None:
+    provider, _ = connect(sandbox)
+    cursor = provider.current_cursor()
+    ids = [sandbox.deliver(ADDRESS, raw_message(n))["id"] for n in range(3)]
+    sandbox.delete_gmail(ADDRESS, [ids[1]])
+
+    assert provider.fetch_delta(cursor).message_ids == [ids[0], ids[2]]
 
 
 def test_a_passing_404_is_not_a_deletion(sandbox: SandboxClient) -> None:
@@ -144,7 +155,7 @@ def test_a_passing_404_is_not_a_deletion(sandbox: SandboxClient) -> None:
     fetched = provider.fetch_emails(ids)
 
     assert [e.message_id for e in fetched.emails] == ids
-    assert (fetched.gone, fetched.failed) == (set(), {})
+    assert fetched.failed == {}
 
 
 def test_a_message_that_keeps_failing_is_its_own_failure_not_the_mailboxs(
@@ -157,7 +168,6 @@ def test_a_message_that_keeps_failing_is_its_own_failure_not_the_mailboxs(
     fetched = provider.fetch_emails(ids)
 
     assert [e.message_id for e in fetched.emails] == [ids[0], ids[2]]
-    assert fetched.gone == set()
     assert list(fetched.failed) == [ids[1]]
     assert isinstance(fetched.failed[ids[1]], ProviderUnavailable)
 
@@ -405,9 +415,30 @@ def test_a_resync_takes_the_cursor_first_and_lists_the_newest_mail_since(sandbox
     recent = [
         sandbox.deliver(ADDRESS, raw_message(n), internal_date=now - timedelta(hours=10 - n))["id"] for n in range(1, 6)
     ]
+    last_read = provider.current_cursor()  # the old cursor: everything above was in the inbox, unchanged
 
-    delta = provider.resync(now - timedelta(days=1), 3)
+    delta = provider.resync(now - timedelta(days=1), 3, cursor=last_read, handled=lambda ids: set())
 
     assert delta.message_ids == recent[-3:]  # the newest, oldest first
     assert delta.not_read == 2
     assert provider.fetch_delta(delta.new_cursor).message_ids == []
+
+
+def test_a_resync_lists_old_mail_labelled_into_the_inbox_and_leaves_out_what_the_ledger_holds(
+    sandbox: SandboxClient,
+) -> None:
+    provider, _ = connect(sandbox)
+    now = datetime.now(UTC)
+    archived = sandbox.deliver(ADDRESS, raw_message(0), labels=["Label_7"], internal_date=now - timedelta(days=30))
+    handled = sandbox.deliver(ADDRESS, raw_message(1), internal_date=now - timedelta(hours=1))["id"]
+    untouched = sandbox.deliver(ADDRESS, raw_message(2), internal_date=now - timedelta(days=20))["id"]
+    last_read = provider.current_cursor()
+    sandbox.modify_labels(ADDRESS, archived["id"], add=["INBOX"])
+    sandbox.clear_requests()
+
+    delta = provider.resync(now - timedelta(days=1), 10, cursor=last_read, handled=lambda ids: {handled} & set(ids))
+
+    assert delta.message_ids == [archived["id"]]  # received a month ago, moved in after the last read
+    assert delta.not_read == 0
+    looked_at = [r for r in sandbox.requests("gmail") if "format=minimal" in r["query"]]
+    assert sorted(r["path"].rsplit("/", 1)[1] for r in looked_at) == sorted([archived["id"], untouched])

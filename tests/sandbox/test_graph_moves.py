@@ -161,3 +161,19 @@ def test_move_names_what_is_wrong(
     with pytest.raises(SandboxControlError) as caught:
         sandbox.call("POST", "/graph/messages/move", json={"address": ADDRESS, **body})
     assert caught.value.status == status and text in caught.value.body
+
+
+def test_a_move_sets_last_modified_and_a_delivery_is_as_old_as_its_receipt(
+    sandbox: SandboxClient, graph: Graph
+) -> None:
+    received = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+    moved = deliver(sandbox, 1, received_at=received, folder="archive")
+    untouched = deliver(sandbox, 2, received_at=received)
+    before_move = datetime.now(UTC).replace(microsecond=0)
+
+    sandbox.move_outlook(ADDRESS, [moved], "inbox")
+    items = by_id(graph.delta_round(f"{INBOX_DELTA}?$select=receivedDateTime,lastModifiedDateTime", page_size=5)[0])
+
+    assert items[untouched]["lastModifiedDateTime"] == "2026-11-02T09:00:00Z"
+    assert items[moved]["receivedDateTime"] == "2026-11-02T09:00:00Z"
+    assert datetime.fromisoformat(items[moved]["lastModifiedDateTime"]) >= before_move
