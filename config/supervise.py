@@ -16,6 +16,8 @@ SIGTERM (PR_SET_PDEATHSIG).
   code is 0.
 - **Output**: every line of each process on stdout, prefixed `worker.1 | `; with `--log-dir DIR`, each
   process's output goes to `DIR/worker.1.log` instead and stdout keeps this supervisor's own lines.
+- **Metrics**: with `--metrics-clear`, `manage.py metrics_clear` empties PROMETHEUS_MULTIPROC_DIR before anything
+  starts (the deployment of this machine starts here; a process restarted later keeps its counts).
 - **Status**: with `--status-file PATH`, a JSON object rewritten at every start and exit:
   `{"pid": supervisor pid, "processes": {"worker.1": {"pid", "restarts", "running", "last_exit"}}}`; `pid` is
   also the process group's id (`os.killpg(pid, SIGKILL)` kills a worker with its pool).
@@ -299,7 +301,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-dir", type=Path, help="each process's output to DIR/NAME.N.log, not stdout")
     parser.add_argument("--status-file", type=Path, help="a JSON file of each process's pid and restarts")
     parser.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL at the stop, for all")
+    parser.add_argument(
+        "--metrics-clear", action="store_true", help="empty PROMETHEUS_MULTIPROC_DIR first (manage.py metrics_clear)"
+    )
     args = parser.parse_args(argv)
+    if args.metrics_clear:
+        # The deployment starts here: no process of it runs yet, so last time's metric files can go.
+        subprocess.run([sys.executable, str(ROOT / "manage.py"), "metrics_clear"], cwd=ROOT, check=True)  # noqa: S603
     processes = procfile_read(args.procfile)
     counts = parse_counts(args.counts, processes)
     if args.log_dir is not None:

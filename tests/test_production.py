@@ -4,6 +4,7 @@ database, Redis and sandbox (a demo deployment, TASKLIFT_DEMO=true, with the san
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.django_db(transaction=True)  # gunicorn's processes rea
 HOST = "tasklift.test"  # the public name the proxy forwards as Host
 ADMIN_EMAIL = "admin@tasklift.test"
 ADMIN_PASSWORD = secrets.token_urlsafe(16)
+METRICS_TOKEN = secrets.token_urlsafe(24)
 
 
 def _free_port() -> int:
@@ -60,11 +62,11 @@ def production_env(static_root: Path, **extra: str) -> dict[str, str]:
         REDIS_URL=settings.REDIS_URL,
         STATIC_ROOT=str(static_root),
         # A production demo reaches the sandbox over https only: its TLS listener serves every route, and the
-        # clients trust the certificate it wrote (MICROSOFT_CA_BUNDLE, inherited from the test settings).
+        # clients trust the certificate it wrote (the file the test session's sandbox writes).
         SANDBOX_URL=settings.SANDBOX_TLS_URL,
         SANDBOX_TLS_URL=settings.SANDBOX_TLS_URL,
-        HTTPLIB2_CA_CERTS=settings.MICROSOFT_CA_BUNDLE,
-        SSL_CERT_FILE=settings.MICROSOFT_CA_BUNDLE,
+        SANDBOX_CA_BUNDLE=settings.MICROSOFT_CA_BUNDLE,
+        METRICS_TOKEN=METRICS_TOKEN,
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # the Procfile's promise
         DJANGO_SUPERUSER_EMAIL=ADMIN_EMAIL,
         DJANGO_SUPERUSER_PASSWORD=ADMIN_PASSWORD,
@@ -125,6 +127,7 @@ class Production:
     client: ProxiedClient
     log: Path
     pid: int  # gunicorn's master
+    env: dict[str, str]
 
 
 @pytest.fixture(scope="module")
@@ -145,17 +148,8 @@ def production(static_root: Path, tmp_path: Path) -> Iterator[Production]:
     assert made.returncode == 0, made.stderr[-3000:]
 
     log = tmp_path / "web.log"
-    with log.open("w") as output:
-        web = subprocess.Popen(
-            shlex.split(procfile_commands()["web"]),
-            cwd=ROOT,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: stopped whole, master and workers
-        )
     client = ProxiedClient(f"http://127.0.0.1:{port}")
-    try:
+    with procfile_process("web", env, log) as web:
         # A few seconds alone; far longer on a machine busy with other work (each process imports the app).
         deadline = time.monotonic() + 120
         while True:
@@ -167,14 +161,40 @@ def production(static_root: Path, tmp_path: Path) -> Iterator[Production]:
                 pass
             assert time.monotonic() < deadline, f"gunicorn did not answer /healthz:\n{log.read_text()[-3000:]}"
             time.sleep(0.2)
-        yield Production(client=client, log=log, pid=web.pid)
+        yield Production(client=client, log=log, pid=web.pid, env=env)
+
+
+@contextlib.contextmanager
+def procfile_process(name: str, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The Procfile's `name` command, as its supervisor runs it, until the block ends."""
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            shlex.split(procfile_commands()[name]),
+            cwd=ROOT,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopped whole, with the processes it forks
+        )
+    try:
+        yield process
     finally:
-        os.killpg(web.pid, signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGTERM)
         try:
-            web.wait(timeout=15)
+            process.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            os.killpg(web.pid, signal.SIGKILL)
-            web.wait(timeout=10)
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def readiness(client: ProxiedClient, *, until: Callable[[requests.Response], bool], log: Path) -> requests.Response:
+    """/readyz, asked until `until` holds (two minutes at most: a busy machine starts a worker slowly)."""
+    deadline = time.monotonic() + 120
+    while True:
+        answer = client.get("/readyz", proxied=False)  # a probe asks gunicorn directly, over plain http
+        if until(answer) or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.5)
 
 
 def test_production_serves_pages_static_files_and_the_api_docs_through_gunicorn(production: Production) -> None:
@@ -214,8 +234,28 @@ def test_production_serves_pages_static_files_and_the_api_docs_through_gunicorn(
     admin = client.get("/admin/")
     assert admin.status_code == 200, admin.text[-2000:]
 
-    # --- /readyz (helper "ready") --------------------------------------------------------------------------
-    # --- /metrics (helper "metrics") ------------------------------------------------------------------------
+    # /metrics wants its bearer token; production answers it over plain http (a scraper beside gunicorn).
+    assert client.get("/metrics", proxied=False).status_code == 401
+    assert client.get("/metrics", proxied=False, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    scraped = client.get("/metrics", proxied=False, headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    assert scraped.status_code == 200, scraped.text[-2000:]
+    assert "tasklift_queue_length" in scraped.text
+
+
+def test_production_is_ready_only_once_a_worker_runs(production: Production, tmp_path: Path) -> None:
+    """/readyz in production: 503 naming the worker while beat runs alone, 200 once the Procfile's worker runs."""
+    env = {**production.env, "TASKLIFT_LOCAL_DIR": str(tmp_path)}  # beat's schedule file: this test's own
+    with procfile_process("beat", env, tmp_path / "beat.log"):
+        alone = readiness(
+            production.client, until=lambda r: r.json()["checks"]["beat"].startswith("ok"), log=tmp_path / "beat.log"
+        )
+        assert alone.status_code == 503, alone.text
+        failing = sorted(name for name, check in alone.json()["checks"].items() if not check.startswith("ok"))
+        assert failing == ["worker"], alone.text
+        with procfile_process("worker", env, tmp_path / "worker.log"):
+            ready = readiness(production.client, until=lambda r: r.status_code == 200, log=tmp_path / "worker.log")
+            assert ready.status_code == 200, f"{ready.text}\n{(tmp_path / 'worker.log').read_text()[-3000:]}"
+            assert ready.json()["status"] == "ok"
 
 
 def test_every_static_file_a_template_names_is_in_the_manifest(static_root: Path) -> None:
