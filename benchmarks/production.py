@@ -239,24 +239,22 @@ class Deployment:
                     os.killpg(pid, signal.SIGKILL)
 
     def processes(self) -> list[dict[str, Any]]:
-        """The supervisor's status file as [{"name", "pid", "restarts"}] (a list, or a mapping by name)."""
+        """The supervisor's status file, `{"processes": {"worker.1": {"name", "pid", "restarts", ...}}}`, as
+        [{"label": "worker.1", "name": "worker", "pid", "restarts", ...}] of the processes with a pid."""
         try:
             status = json.loads(self.status_file.read_text())
         except (OSError, ValueError):
-            return []
-        entries = status.get("processes", status) if isinstance(status, dict) else status
-        if isinstance(entries, dict):
-            entries = [{**value, "name": label} for label, value in entries.items() if isinstance(value, dict)]
-        return [e for e in entries if isinstance(e, dict) and isinstance(e.get("pid"), int)]
+            return []  # not written yet
+        return [{**entry, "label": label} for label, entry in status["processes"].items() if entry.get("pid")]
 
     def restarts(self) -> dict[str, int]:
         counts: Counter[str] = Counter()
         for entry in self.processes():
-            counts[str(entry.get("name", "?")).split(".")[0].split("-")[0]] += int(entry.get("restarts") or 0)
+            counts[entry["name"]] += entry["restarts"]
         return dict(counts)
 
     def workers(self) -> list[int]:
-        return [e["pid"] for e in self.processes() if str(e.get("name", "")).startswith("worker")]
+        return [entry["pid"] for entry in self.processes() if entry["name"] == "worker"]
 
     def get(self, path: str, **headers: str) -> tuple[int | None, str]:
         """GET on the site as its proxy would pass it on (X-Forwarded-Proto https); None when nothing answers."""
@@ -610,7 +608,7 @@ def bench(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict[str, An
     ready_s = time.perf_counter() - started
     print(
         f"up:    {len(users)} people with {len(mailboxes)} mailboxes, their push channels open; processes "
-        f"{[p.get('name') for p in deployment.processes()]}; servers and the runbook's steps in {steps_s:.1f} s, "
+        f"{[p['label'] for p in deployment.processes()]}; servers and the runbook's steps in {steps_s:.1f} s, "
         f"the web server {web_s:.1f} s later, everything in {ready_s:.1f} s",
         flush=True,
     )
