@@ -130,7 +130,7 @@ class SandboxProcess:
     `.local/sandbox/tls-cert.pem`. `tls_url` and `cert_file` are then set (else empty and None).
     """
 
-    def __init__(self, *, require_tls: bool = False) -> None:
+    def __init__(self, *, require_tls: bool = False, demo: str | None = None) -> None:
         http_port, tls_port = _free_ports(2)
         self.url = f"http://127.0.0.1:{http_port}"
         self.tls_url = ""
@@ -146,6 +146,8 @@ class SandboxProcess:
         elif require_tls:
             self.stop()
             raise RuntimeError("this sandbox has no HTTPS listener (--tls-port): Microsoft needs one")
+        if demo is not None:  # the demo mailboxes of `demo`, as a demo deployment starts it (docs/deploy.md)
+            command += ["--demo", demo]
         self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout_s: float = 30) -> None:
