@@ -124,6 +124,13 @@ TEMPLATES = [
 ]
 
 # Database and Redis -----------------------------------------------------------------------------------
+# Production names its servers: the embedded ones are development's, with their data under TASKLIFT_LOCAL_DIR.
+_missing_servers = [name for name in ("DATABASE_URL", "REDIS_URL") if not env_str(name)]
+if PRODUCTION and _missing_servers:
+    raise ImproperlyConfigured(
+        f"Production mode needs {' and '.join(_missing_servers)}: the embedded development servers are not for "
+        "production (docs/deploy.md, Settings)."
+    )
 DATABASE_URL = env_str("DATABASE_URL") or embedded.postgres_url(LOCAL_DIR / "postgres")
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "test_tasklift")}

@@ -86,8 +86,17 @@ def _production(**env: str) -> dict[str, str]:
         "DEBUG": "false",
         **REAL_SERVICES,
         "EMAIL_HOST": "smtp.example.com",
+        "DATABASE_URL": settings.DATABASE_URL,  # this test run's servers: production names its own
+        "REDIS_URL": settings.REDIS_URL,
         **env,
     }
+
+
+def test_production_refuses_to_start_on_the_embedded_development_servers() -> None:
+    for missing in ("DATABASE_URL", "REDIS_URL"):
+        result = _import_settings(**_production(**{missing: ""}))
+        assert result.returncode != 0
+        assert f"Production mode needs {missing}" in result.stderr
 
 
 def test_production_refuses_debug() -> None:
