@@ -296,13 +296,13 @@ def test_readyz_names_the_static_manifest_in_production_until_collectstatic_and_
     http gets that answer, not the redirect to https that pages get."""
     from tests.test_settings import _production
 
-    environment = process_env(
+    base = process_env(
         DJANGO_SETTINGS_MODULE="config.settings",  # not the test settings, which turn the real services off
-        REDIS_URL=settings.REDIS_URL,  # this run's Redis, not an embedded one under the new TASKLIFT_LOCAL_DIR
         TASKLIFT_LOCAL_DIR=str(tmp_path),  # STATIC_ROOT is under it: empty
         ALLOWED_HOSTS="testserver",
-        **_production(),
     )
+    # Production's settings with this run's Redis and its test database (process_env's).
+    environment = {**base, **_production(), "DATABASE_URL": base["DATABASE_URL"]}
     environment.pop("OAUTHLIB_INSECURE_TRANSPORT", None)
 
     def pages(step: str) -> list[Any]:
