@@ -520,7 +520,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess, worker_log: IO[byte
             client.push_behaviour(service)  # deliver as usual from now on
         held_pushes = client.push_release()
         next_kill = chaos_started + rng.uniform(0.5, 1.5) * args.kill_every
-        next_beat = chaos_started
+        next_beat = chaos_started + BEAT_EVERY_S  # the held pushes ring first, as they would have on arrival
         second_half = False
         while (now := time.monotonic()) < chaos_started + args.duration:
             gemini.tick()
