@@ -34,7 +34,7 @@ half-way, ringing as it comes. Faults through the sandbox control API:
   the inbox, then the mailbox's cursor expired, before the chaos. Its task must come, like any inbox mail's
   (`moved_in_before_resync_lost`: such emails not read by the end).
 
-Then the chaos stops (no more kills, transient faults cleared, poison faults kept) and runs are requested
+Then the chaos stops (no more kills, transient faults cleared, poison faults kept) and beat's jobs go on
 until every email is in the ledger (at most `--drain-timeout` s). The figures come from the database. Then
 the poison faults are cleared, the quarantined emails replayed (`ledger_replay`) and read again: their tasks
 must come back, and the task set must equal the clean one.
