@@ -42,7 +42,7 @@ from extraction.llm import (
 )
 from extraction.models import INTERRUPTED, AlwaysReadSender, ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.prompt import PROMPT_VERSION, Prompt, temp_id
-from extraction.selectors import email_keys_handled, fetch_failures_still_missing, resync_note
+from extraction.selectors import email_keys_handled, fetch_failures_still_missing, nothing_to_read, resync_note
 from extraction.services import (
     LedgerEntry,
     fetch_failure_record,
@@ -278,11 +278,7 @@ class ExtractionPipeline:
             # With nothing to read, the commit's update, a moment later, is the first to carry it.
             self._update(mailboxes=self._reports())
         if not self.mailboxes:
-            raise RunStopped(
-                ExtractionRun.Status.SKIPPED,
-                "no_mailbox",
-                "Skipped: no connected mailbox to read. Connect Gmail or Outlook.",
-            )
+            raise RunStopped(ExtractionRun.Status.SKIPPED, *nothing_to_read(user_id=self.run.user_id))
         if all(m.failed for m in self.mailboxes):
             first = self.mailboxes[0].failed
             assert first is not None

@@ -219,6 +219,26 @@ def resync_note(*, reason: str, since: datetime | None, not_read: int) -> str:
     return note
 
 
+def mailboxes_to_reconnect(*, user_id: int) -> list[Integration]:
+    """The person's mailboxes that Tasklift may not read until the person reconnects them."""
+    return list(Integration.objects.filter(user_id=user_id, status=Integration.Status.NEEDS_REAUTH))
+
+
+def nothing_to_read(*, user_id: int) -> tuple[str, str]:
+    """Why a run found no mailbox to read, as (code, message): a person whose every mailbox needs
+    reconnecting is asked to reconnect those, by name, rather than to connect one."""
+    waiting = [str(integration) for integration in mailboxes_to_reconnect(user_id=user_id)]
+    if not waiting:
+        return "no_mailbox", "Skipped: no connected mailbox to read. Connect Gmail or Outlook."
+    names = " and ".join(waiting)
+    one = len(waiting) == 1
+    return (
+        "needs_reauth",
+        f"Skipped: {names} {'no longer lets' if one else 'no longer let'} Tasklift read {'it' if one else 'them'}. "
+        f"Reconnect {'it' if one else 'them'} on the Mailboxes page.",
+    )
+
+
 # Skipped bulk mail ------------------------------------------------------------------------------------
 
 SKIP_REASONS = {

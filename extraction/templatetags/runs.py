@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django import template
 
 from extraction.models import ExtractionRun
+from extraction.selectors import mailboxes_to_reconnect
 
 register = template.Library()
 
@@ -21,6 +22,7 @@ class Problem:
 
 
 _MAILBOX_FIX = ("mailboxes", "fix it on the Mailboxes page")
+_RECONNECT = ("mailboxes", "reconnect on the Mailboxes page")
 
 PROBLEMS: dict[str, Problem] = {
     "no_consent": Problem("Nothing was read, because Tasklift has no AI consent", "consent", "give consent"),
@@ -51,6 +53,12 @@ def run_problem(run: ExtractionRun | None) -> Problem | None:
     if run.error_code == "partial":
         names = " and ".join(left_out(run)) or "one of your mailboxes"
         return Problem(f"Tasklift read your mail, but not all of {names}", *_MAILBOX_FIX, warning=True)
+    if run.error_code == "needs_reauth":
+        # Named as they stand now: one reconnected since this run needs nothing more.
+        names = " and ".join(str(i) for i in mailboxes_to_reconnect(user_id=run.user_id))
+        if names:
+            return Problem(f"Nothing was read, because {names} must be reconnected", *_RECONNECT)
+        return None
     if run.error_code.startswith("llm_"):
         return LLM_PROBLEM
     return PROBLEMS.get(run.error_code, OTHER_PROBLEM if run.status == ExtractionRun.Status.FAILED else None)

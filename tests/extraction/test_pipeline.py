@@ -12,7 +12,7 @@ from extraction.models import ExtractionRun, ProcessedEmail
 from integrations.models import SyncCursor
 from sandbox.client import SandboxClient
 from tasks.models import Task
-from tests.conftest import GmailBox, run_extraction
+from tests.conftest import GmailBox, OutlookBox, run_extraction
 from tests.mail import ask, no_ask, rfc822
 
 pytestmark = pytest.mark.django_db
@@ -494,6 +494,37 @@ def test_a_refused_refresh_marks_the_mailbox_for_reconnecting(
     assert run.mailboxes[str(gmail.integration.pk)]["error_code"] == "provider_auth"
     assert gmail.address in run.error_message
     assert gmail.cursor == before
+
+
+def test_a_run_whose_every_mailbox_needs_reconnecting_asks_to_reconnect_them_by_name(
+    gmail: GmailBox, outlook: OutlookBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    from integrations.models import Integration
+
+    gmail.deliver(ask(1))
+    sandbox.revoke(address=gmail.address)
+    run_extraction(consenting_user)  # Gmail's refresh refused: it needs reconnecting
+    Integration.objects.filter(pk=outlook.integration.pk).update(status=Integration.Status.NEEDS_REAUTH)
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SKIPPED
+    assert run.error_code == "needs_reauth"
+    assert run.error_message == (
+        f"Skipped: Gmail {gmail.address} and Outlook {outlook.address} no longer let Tasklift read them. "
+        "Reconnect them on the Mailboxes page."
+    )
+    assert "Connect Gmail or Outlook" not in run.error_message
+
+
+def test_a_run_with_no_mailbox_at_all_asks_to_connect_one(consenting_user: User) -> None:
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SKIPPED
+    assert (run.error_code, run.error_message) == (
+        "no_mailbox",
+        "Skipped: no connected mailbox to read. Connect Gmail or Outlook.",
+    )
 
 
 def test_an_expired_access_token_is_refreshed_and_saved_encrypted(

@@ -241,6 +241,25 @@ def test_a_mailbox_that_needs_reconnecting_says_why_and_offers_reconnect(
     assert "Tasklift does not read it until you reconnect it." in item
 
 
+def test_a_run_skipped_for_a_mailbox_to_reconnect_says_so_on_the_task_list(
+    client: Client, gmail: GmailBox, consenting_user: User
+) -> None:
+    from integrations.models import Integration
+
+    Integration.objects.filter(pk=gmail.integration.pk).update(status=Integration.Status.NEEDS_REAUTH)
+    run = run_extraction(consenting_user)
+    client.force_login(consenting_user)
+
+    home = client.get("/").content.decode()
+
+    assert run.error_message == (
+        f"Skipped: Gmail {gmail.address} no longer lets Tasklift read it. Reconnect it on the Mailboxes page."
+    )
+    assert f"Nothing was read, because Gmail {gmail.address} must be reconnected" in home
+    assert 'href="/mailboxes/" class="fix-link">reconnect on the Mailboxes page</a>' in home
+    assert "no mailbox is connected" not in home
+
+
 def test_a_passing_provider_outage_needs_nothing_from_the_person(
     client: Client, gmail: GmailBox, consenting_user: User
 ) -> None:

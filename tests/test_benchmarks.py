@@ -1,0 +1,133 @@
+"""Every benchmark in benchmarks/, in a short form, so that none rots unseen: each runs as its README says
+(a process of its own, its own sandbox, database and queue) and must have measured something (a Gemini call,
+a task, a run, a page). Its figures are not judged here (load on a shared machine moves them), except
+chaos's, whose checks are invariants: no email lost, no task duplicated, no run stuck.
+
+benchmarks/production.py has a smoke test of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What config/settings_test.py points at this test session; a benchmark chooses its own (its database, Redis
+# database 2, its queue and cache prefix, a sandbox it starts), as when a person runs it.
+_TEST_SESSION_ENV = (
+    "DJANGO_SETTINGS_MODULE",
+    "REDIS_DB",
+    "CACHE_KEY_PREFIX",
+    "CELERY_QUEUE",
+    "TEST_DATABASE_NAME",
+    "SANDBOX_URL",
+    "SANDBOX_TLS_URL",
+    "MICROSOFT_CA_BUNDLE",
+    "GEMINI_RETRY_INITIAL_DELAY_S",
+    "PUSH_ENABLED",
+)
+
+
+def run_benchmark(name: str, *args: str, timeout: float = 300) -> tuple[int, dict[str, Any]]:
+    """Run benchmarks/<name>.py; its exit status and the figures of its last line (a crash fails here)."""
+    env = {k: v for k, v in os.environ.items() if k not in _TEST_SESSION_ENV}
+    done = subprocess.run(
+        [sys.executable, f"benchmarks/{name}.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    lines = done.stdout.strip().splitlines()
+    try:
+        figures = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        output = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        pytest.fail(f"{name} printed no figures (exit {done.returncode}):\n{output}")
+    assert isinstance(figures, dict)
+    return done.returncode, figures
+
+
+def test_extract_gmail_reads_its_mail_through_gemini() -> None:  # about 10 s
+    _, figures = run_benchmark("extract_gmail", "--emails", "30")
+    assert figures["status"] == "succeeded"
+    assert figures["gemini_calls"] > 0
+    assert figures["tasks_created"] > 0
+    assert figures["ledger_rows"] == 30
+
+
+def test_extract_outlook_reads_its_mail_through_gemini() -> None:  # about 15 s
+    _, figures = run_benchmark("extract_outlook", "--emails", "30")
+    assert figures["status"] == "succeeded"
+    assert figures["gemini_calls"] > 0
+    assert figures["tasks_created"] > 0
+    assert figures["ledger_rows"] == 30
+
+
+def test_backlog_is_read_in_several_runs_by_a_worker() -> None:  # about 30 s
+    _, figures = run_benchmark("backlog", "--emails", "120", "--llm-latency-ms", "2000", "--soft-limit", "6")
+    assert figures["gemini_calls"] > 0
+    assert figures["tasks"] > 0
+    assert figures["runs"] > 1  # the backlog was cut, which is what it measures
+    assert figures["lost"] == 0
+
+
+def test_scheduler_queues_and_measures_idle_runs() -> None:  # about 15 s
+    _, figures = run_benchmark("scheduler", "--people", "200", "--sample", "3")
+    assert figures["runs_queued"] == 200
+    assert figures["idle_runs"] == 3
+
+
+def test_task_list_measures_every_page() -> None:  # about 20 s
+    _, figures = run_benchmark("task_list", "--tasks", "200", "--requests", "2")
+    statuses = {k: v for k, v in figures.items() if k.endswith("_status")}
+    assert statuses
+    assert all(status in (200, 204) for status in statuses.values()), statuses  # 204: the poll, nothing new
+
+
+def test_tokens_builds_prompts_of_its_inbox() -> None:  # a few seconds
+    _, figures = run_benchmark("tokens")
+    assert figures["sent_to_llm"] > 0
+    assert figures["prompt_tokens"] > 0
+    assert figures["asks_labelled"] > 0
+
+
+def test_freshness_sees_pushed_mail_become_tasks() -> None:  # about 40 s
+    _, figures = run_benchmark("freshness", "--duration", "8", "--interval", "4", "--llm-latency-ms", "100")
+    assert figures["emails"] > 0
+    assert figures["notifications"] > 0
+    assert figures["gemini_calls"] > 0
+    assert figures["runs"] > 0
+
+
+def test_webhook_burst_rings_and_reads_every_email() -> None:  # about 30 s
+    _, figures = run_benchmark("webhook_burst", "--emails", "4", "--spread-ms", "1000", "--llm-latency-ms", "100")
+    assert figures["notifications"] > 0
+    assert figures["runs"] > 0
+    assert figures["gemini_calls"] > 0
+    assert figures["tasks"] > 0
+
+
+def test_chaos_in_short_loses_nothing_under_kills_and_faults() -> None:  # about a minute
+    code, figures = run_benchmark(
+        "chaos",
+        *("--people", "4", "--emails", "20", "--duration", "16", "--kill-every", "4"),
+        *("--llm-latency-ms", "100", "--poll-seconds", "10", "--drain-timeout", "150"),
+        timeout=600,
+    )
+    # It tested something: mail read by Gemini during the chaos, runs rung by pushes, workers killed.
+    assert figures["gemini_calls"] > 0
+    assert figures["read_in_chaos"] > 0
+    assert figures["runs_by_trigger"].get("webhook", 0) > 0
+    assert figures["kills"] > 0
+    assert figures["tasks"] > 0
+    assert figures["checks_failed"] == [], figures
+    assert code == 0
