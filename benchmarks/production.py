@@ -54,7 +54,7 @@ from typing import IO, Any, TypeVar
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project is one level up
 
 from benchmarks.common import ROOT, SandboxProcess, _free_ports, connect_sandbox_gmail, git_version, mail_mix
-from config.run import _die_with_parent
+from config.supervise import die_with_parent
 
 FAULTS = ("postgres", "worker", "redis")  # in this order, spread over the delivery
 DATABASE = "tasklift"
@@ -171,7 +171,7 @@ class Redis:
         command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
         command += ["no", "--dir", str(self.folder), "--logfile", str(self.folder / "redis.log")]
         self.process = subprocess.Popen(
-            command, start_new_session=True, stdout=subprocess.DEVNULL, preexec_fn=_die_with_parent
+            command, start_new_session=True, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent
         )
         import redis
 
@@ -224,7 +224,7 @@ class Deployment:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # should this process be killed outright, the supervisor stops its own
+            preexec_fn=die_with_parent,  # should this process be killed outright, the supervisor stops its own
         )
 
     def stop(self) -> None:
