@@ -75,6 +75,7 @@ from benchmarks.common import (
     SandboxProcess,
     _free_ports,
     connect_sandbox_gmail,
+    connect_sandbox_outlook,
     database_create,
     database_drop,
     django_setup,
@@ -196,24 +197,12 @@ def person_create(
     client: SandboxClient, sandbox: SandboxProcess, *, kind: str, index: int, count: int, seed: int
 ) -> Person:
     from accounts.services import consent_grant, user_create
-    from benchmarks.extract_outlook import approve_consent_page
-    from integrations.oauth.microsoft import MicrosoftOAuthFlow
-    from integrations.providers.outlook import graph_session
-    from integrations.services import outlook_connect
 
     user = user_create(email=f"{kind}{index}@tasklift.test", password="chaos-only-password-never-used")
     consent_grant(user=user)
     gmail, outlook = f"{kind}{index}@example.com", f"{kind}{index}@outlook.example.com"
     connect_sandbox_gmail(client, user, gmail)
-    client.create_outlook_mailbox(outlook)
-    from importlib import import_module
-
-    from django.conf import settings
-
-    flow = MicrosoftOAuthFlow(import_module(settings.SESSION_ENGINE).SessionStore())
-    params = approve_consent_page(graph_session(), flow.get_authorization_url(login_hint=outlook), outlook)
-    msal_cache, home_account_id, access_token = flow.get_token_cache(params=params)
-    outlook_connect(user=user, msal_cache=msal_cache, home_account_id=home_account_id, access_token=access_token)
+    connect_sandbox_outlook(client, user, outlook)
     person = Person(index, user, gmail, outlook, letters(index, count // 2, seed))
     run_now(person.user)  # the first read of the empty mailboxes: Outlook's first deltaLink
     return person

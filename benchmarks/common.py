@@ -282,6 +282,25 @@ def connect_sandbox_gmail(client: Any, user: Any, address: str) -> Any:
     )
 
 
+def connect_sandbox_outlook(client: Any, user: Any, address: str) -> Any:
+    """Create `address` in the sandbox's Outlook and connect it for `user` through MSAL, as the Connect button
+    does: the consent page approved, its code traded for a token cache."""
+    from importlib import import_module
+
+    from django.conf import settings
+
+    from benchmarks.extract_outlook import approve_consent_page
+    from integrations.oauth.microsoft import MicrosoftOAuthFlow
+    from integrations.providers.outlook import graph_session
+    from integrations.services import outlook_connect
+
+    client.create_outlook_mailbox(address)
+    flow = MicrosoftOAuthFlow(import_module(settings.SESSION_ENGINE).SessionStore())
+    params = approve_consent_page(graph_session(), flow.get_authorization_url(login_hint=address), address)
+    msal_cache, home_account_id, access_token = flow.get_token_cache(params=params)
+    return outlook_connect(user=user, msal_cache=msal_cache, home_account_id=home_account_id, access_token=access_token)
+
+
 # Measurement -------------------------------------------------------------------------------------------------
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far (ru_maxrss is KiB on Linux, bytes on macOS)."""

@@ -53,7 +53,15 @@ from typing import IO, Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project is one level up
 
-from benchmarks.common import ROOT, SandboxProcess, _free_ports, connect_sandbox_gmail, git_version, mail_mix
+from benchmarks.common import (
+    ROOT,
+    SandboxProcess,
+    _free_ports,
+    connect_sandbox_gmail,
+    connect_sandbox_outlook,
+    git_version,
+    mail_mix,
+)
 from config.supervise import die_with_parent
 
 FAULTS = ("postgres", "worker", "redis")  # in this order, spread over the delivery
@@ -393,15 +401,7 @@ class Delivered:
 
 def people_connect(client: Any, count: int) -> tuple[list[Any], list[Mailbox]]:
     """`count` consenting people, each connecting a Gmail and an Outlook mailbox as the OAuth callbacks do."""
-    from importlib import import_module
-
-    from django.conf import settings
-
     from accounts.services import consent_grant, user_create
-    from benchmarks.extract_outlook import approve_consent_page
-    from integrations.oauth.microsoft import MicrosoftOAuthFlow
-    from integrations.providers.outlook import graph_session
-    from integrations.services import outlook_connect
 
     users, mailboxes = [], []
     for index in range(count):
@@ -409,11 +409,7 @@ def people_connect(client: Any, count: int) -> tuple[list[Any], list[Mailbox]]:
         consent_grant(user=user)
         gmail, outlook = f"person{index}@example.com", f"person{index}@outlook.example.com"
         connect_sandbox_gmail(client, user, gmail)
-        client.create_outlook_mailbox(outlook)
-        flow = MicrosoftOAuthFlow(import_module(settings.SESSION_ENGINE).SessionStore())
-        params = approve_consent_page(graph_session(), flow.get_authorization_url(login_hint=outlook), outlook)
-        msal_cache, home_account_id, access_token = flow.get_token_cache(params=params)
-        outlook_connect(user=user, msal_cache=msal_cache, home_account_id=home_account_id, access_token=access_token)
+        connect_sandbox_outlook(client, user, outlook)
         users.append(user)
         mailboxes += [Mailbox(index, "gmail", gmail, user.pk), Mailbox(index, "outlook", outlook, user.pk)]
     return users, mailboxes
