@@ -32,6 +32,9 @@ class SandboxClient:
         result: dict[str, Any] = self.call("POST", "/faults", json={"service": service, "status": status, **spec})
         return result
 
+    def remove_fault(self, fault_id: int) -> None:
+        self.call("DELETE", f"/faults/{fault_id}")
+
     def clear_faults(self, service: str | None = None) -> None:
         self.call("DELETE", "/faults", params={"service": service} if service else None)
 

@@ -128,6 +128,13 @@ def clear_faults() -> Response:
     return json_response({"ok": True})
 
 
+@blueprint.delete("/faults/<int:fault_id>")
+def remove_fault(fault_id: int) -> Response:
+    if not sandbox_state().remove_fault(fault_id):
+        raise ControlError("not_found", f"no fault {fault_id}", 404)
+    return json_response({"ok": True})
+
+
 @blueprint.get("/requests")
 def request_log() -> Response:
     service = request.args.get("service")

@@ -137,6 +137,14 @@ class SandboxState:
                     return fault
         return None
 
+    def remove_fault(self, fault_id: int) -> bool:
+        """Remove one fault, leaving the others in place (and in force) meanwhile; False if there is none."""
+        with self.lock:
+            kept = [f for f in self.faults if f.id != fault_id]
+            removed = len(kept) < len(self.faults)
+            self.faults = kept
+            return removed
+
     def clear_faults(self, service: str | None = None) -> None:
         with self.lock:
             self.faults = [f for f in self.faults if service and f.service != service]

@@ -129,5 +129,5 @@ def test_chaos_in_short_loses_nothing_under_kills_and_faults() -> None:  # about
     assert figures["runs_by_trigger"].get("webhook", 0) > 0
     assert figures["kills"] > 0
     assert figures["tasks"] > 0
-    assert figures["checks_failed"] == [], figures
+    assert figures["checks_failed"] == [], json.dumps(figures, indent=1)
     assert code == 0

@@ -62,3 +62,13 @@ def test_a_token_request_with_a_garbled_basic_header_is_invalid_client(sandbox: 
     )
     assert response.status_code == 401
     assert response.json()["error"] == "invalid_client"
+
+
+def test_removing_one_fault_keeps_the_others_in_force_with_their_hits(sandbox: SandboxClient) -> None:
+    gone = sandbox.fault("gemini", 503, times=5)
+    kept = sandbox.fault("gmail", 500, route="messages/m1")
+    sandbox.remove_fault(gone["id"])
+    assert [(f["id"], f["service"]) for f in sandbox.call("GET", "/faults")["faults"]] == [(kept["id"], "gmail")]
+    missing = sandbox.http.delete(f"{sandbox.base_url}/_sandbox/faults/{gone['id']}", timeout=5)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "not_found"
