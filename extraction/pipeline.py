@@ -193,6 +193,9 @@ class ExtractionPipeline:
         self.batch_stats: list[BatchStat] = []
         self.reads_bulk = False  # the person's choice about bulk mail, read with the consent
         self.lease_given_back = False  # by the commit, in its transaction
+        # Emails sent to Gemini in this run and not yet written, by Message-ID, with the copies of each that
+        # reached another mailbox in the same run: those ride along, written (linked) with their original.
+        self.riders: dict[str, list[SourcedEmail]] = {}
 
     # The run ------------------------------------------------------------------------------------
     def execute(self) -> ExtractionRun:
@@ -566,9 +569,22 @@ class ExtractionPipeline:
         # Bulk mail (newsletters, notifications, mailing lists) is not sent: recorded as skipped, with why.
         reasons = [(item, self._bulk_reason(item)) for item in unread]  # once per email
         skipped = [(item, reason) for item, reason in reasons if reason]
-        fresh = [item for item, reason in reasons if not reason]
+        fresh = [item for item, reason in reasons if not reason and not self._rides(item)]
         prompt = self.llm.prepare([item.email for item in fresh]) if fresh else None
         return _Batch(batch, fresh, copies, None, counter, skipped, prompt)
+
+    def _rides(self, item: SourcedEmail) -> bool:
+        """Whether this email is a copy of one already on its way to Gemini in this run (a batch in flight,
+        or earlier in this one): it is not sent again but written with that one, in its transaction, so that
+        neither a copy is recorded before its task exists nor the task without the copy's link."""
+        key = item.email.internet_message_id
+        if not key:
+            return False
+        if key in self.riders:
+            self.riders[key].append(item)
+            return True
+        self.riders[key] = []
+        return False
 
     def _start_batch(self, prepared: _Batch, pool: ThreadPoolExecutor) -> _Batch:
         """Send the batch's call, once the lease and the consent are checked (right before sending)."""
@@ -708,7 +724,9 @@ class ExtractionPipeline:
         )
 
     def _quarantine(self, item: SourcedEmail, error: LLMError) -> None:
-        self._set_aside(item.mailbox, item.email.message_id, f"llm_{error.code}: {error.message}")
+        """Set the email aside, and its copies that reached other mailboxes in this run with it."""
+        for each in (item, *self.riders.pop(item.email.internet_message_id, [])):
+            self._set_aside(each.mailbox, each.email.message_id, f"llm_{error.code}: {error.message}")
 
     def _set_aside(self, mailbox: Mailbox, message_id: str, reason: str) -> None:
         """Quarantine one email durably: in the ledger (so the cursor may pass it), replayable by a person."""
@@ -744,10 +762,12 @@ class ExtractionPipeline:
         skipped: Sequence[tuple[SourcedEmail, str]] = (),
     ) -> int:
         """The batch's tasks and ledger rows in one transaction: both or neither. `copies` are emails read
-        through another mailbox already: linked to their tasks and recorded, not read. `skipped` is bulk
+        through another mailbox already: linked to their tasks and recorded, not read (as are the copies
+        riding on the batch's emails, see _rides). `skipped` is bulk
         mail not read, recorded with its reason (handled: the cursor may pass it)."""
         rows: list[EmailTaskRow] = []
         entries: list[LedgerEntry] = []
+        copies = [*copies, *(rider for item in batch for rider in self.riders.pop(item.email.internet_message_id, []))]
         for index, item in enumerate(batch):
             assert result is not None
             email, integration = item.email, item.mailbox.integration
@@ -835,6 +855,8 @@ class ExtractionPipeline:
         The transaction opens by giving the lease back, which is its fence: the lease row stays locked until
         commit, and a runner whose token is no longer the row's gives nothing back and commits nothing."""
         assert self.token is not None
+        # Every copy that rode on an email of this run is written with it, or the cursors would pass it.
+        assert not any(self.riders.values()), "copies of this run's mail left unwritten"
         now = timezone.now()
         reports = self._reports()
         with transaction.atomic():

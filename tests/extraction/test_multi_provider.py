@@ -305,3 +305,47 @@ def test_a_mailbox_the_provider_asked_to_wait_is_left_out_until_then(
     assert outlook.cursor == outlook_before
     assert [r for r in sandbox.requests("graph")] == []
     assert Task.objects.filter(integration=gmail.integration).count() == 1
+
+
+def test_mail_in_both_mailboxes_in_one_run_is_read_once(
+    both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail, outlook = both
+    mail = [ask(n) for n in range(30)]
+    gmail_ids = [gmail.deliver(raw) for raw in mail]  # the same thirty messages reach both mailboxes
+    outlook_ids = [outlook.deliver(raw) for raw in mail]
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    prompts = gemini_prompts(sandbox)
+    assert len(prompts) == 3  # thirty emails read once, not sixty
+    read = [n for p in prompts for n in range(30) if f"project {n} " in p]
+    assert sorted(read) == list(range(30))
+    assert (run.emails_sent_to_llm, run.emails_already_done, run.tasks_created) == (30, 30, 30)
+    for n in range(30):  # one task per email, reachable through both mailboxes
+        task = Task.objects.get(user=consenting_user, title__contains=f"project {n} ")
+        assert {link.message_id for link in task.links.all()} == {gmail_ids[n], outlook_ids[n]}
+    handled = set(ProcessedEmail.objects.values_list("message_id", flat=True))
+    assert handled == set(gmail_ids) | set(outlook_ids)
+    assert gmail.cursor == gmail.history_id()
+
+
+def test_an_email_in_both_mailboxes_that_makes_gemini_fail_is_set_aside_in_both(
+    both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
+) -> None:
+    gmail, outlook = both
+    mail = [ask(n) for n in range(4)]
+    gmail_ids = [gmail.deliver(raw) for raw in mail]
+    outlook_ids = [outlook.deliver(raw) for raw in mail]
+    sandbox.fault("gemini", 500, times=None, match="project 2 ")
+
+    run = run_extraction(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    set_aside = set(ProcessedEmail.objects.filter(outcome="quarantined").values_list("message_id", flat=True))
+    assert set_aside == {gmail_ids[2], outlook_ids[2]}  # each mailbox shows it, each may replay it
+    assert run.emails_quarantined == 2
+    assert Task.objects.count() == 3
+    assert ProcessedEmail.objects.count() == 8
+    assert gmail.cursor == gmail.history_id()
