@@ -1,0 +1,169 @@
+"""Writing what a batch means (DESIGN §5): its tasks, the links of its copies in other mailboxes, and its
+ledger rows, in one transaction (both or neither), fenced by the run's lease; and setting one email aside
+(quarantine) where a person sees and replays it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from extraction.crashpoints import crash_point
+from extraction.llm import LLMError, LLMResult
+from extraction.models import ExtractionRun, ProcessedEmail
+from extraction.prompt import temp_id
+from extraction.reading import SourcedEmail
+from extraction.runrecord import RunRecord
+from extraction.services import LedgerEntry, ledger_record
+from tasks.services import EmailCopy, EmailTaskRow, task_insert_from_emails, task_link_copies
+
+logger = logging.getLogger(__name__)
+
+
+class BatchWriter:
+    """Writes a run's batches. It also keeps the copies riding on emails of the run (see `rides`)."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.record = record
+        # Emails sent to Gemini in this run and not yet written, by Message-ID, with the copies of each that
+        # reached another mailbox in the same run: those ride along, written (linked) with their original.
+        self.riders: dict[str, list[SourcedEmail]] = {}
+
+    def rides(self, item: SourcedEmail) -> bool:
+        """Whether this email is a copy of one already on its way to Gemini in this run (a batch in flight,
+        or earlier in this one): it is not sent again but written with that one, in its transaction, so that
+        neither a copy is recorded before its task exists nor the task without the copy's link."""
+        key = item.email.internet_message_id
+        if not key:
+            return False
+        if key in self.riders:
+            self.riders[key].append(item)
+            return True
+        self.riders[key] = []
+        return False
+
+    def all_written(self) -> bool:
+        """Whether every copy that rode on an email of this run is written with it (before the commit: the
+        cursors would pass it otherwise)."""
+        return not any(self.riders.values())
+
+    def quarantine(self, item: SourcedEmail, error: LLMError) -> None:
+        """Set the email aside, and its copies that reached other mailboxes in this run with it."""
+        for each in (item, *self.riders.pop(item.email.internet_message_id, [])):
+            self.set_aside(each.mailbox.integration.pk, each.email.message_id, f"llm_{error.code}: {error.message}")
+
+    def set_aside(self, integration_id: int, message_id: str, reason: str) -> None:
+        """Quarantine one email durably: in the ledger (so the cursor may pass it), replayable by a person."""
+        run = self.record.run
+        with transaction.atomic():
+            self.record.hold_lease()
+            ledger_record(
+                entries=[LedgerEntry(integration_id, message_id, ProcessedEmail.Outcome.QUARANTINED, 0, reason)],
+                run_id=run.pk,
+            )
+            ExtractionRun.objects.filter(pk=run.pk).update(emails_quarantined=F("emails_quarantined") + 1)
+        logger.warning(
+            "extraction run %s quarantined one email of integration %s",
+            run.pk,
+            integration_id,
+            extra={"integration_id": integration_id},
+        )
+
+    def write(
+        self,
+        batch: list[SourcedEmail],
+        result: LLMResult | None,
+        *,
+        copies: Sequence[SourcedEmail] = (),
+        skipped: Sequence[tuple[SourcedEmail, str]] = (),
+    ) -> int:
+        """The batch's tasks and ledger rows in one transaction: both or neither. `copies` are emails read
+        through another mailbox already: linked to their tasks and recorded, not read (as are the copies
+        riding on the batch's emails, see `rides`). `skipped` is bulk
+        mail not read, recorded with its reason (handled: the cursor may pass it)."""
+        rows: list[EmailTaskRow] = []
+        entries: list[LedgerEntry] = []
+        copies = [*copies, *(rider for item in batch for rider in self.riders.pop(item.email.internet_message_id, []))]
+        for index, item in enumerate(batch):
+            assert result is not None
+            email, integration = item.email, item.mailbox.integration
+            found = result.tasks.get(temp_id(index), [])  # by position: two mailboxes may share an id
+            rows.extend(
+                EmailTaskRow(
+                    user_id=self.record.run.user_id,
+                    integration_id=integration.pk,
+                    message_id=email.message_id,
+                    email_key=email.internet_message_id,
+                    title=task.title,
+                    due_date=task.due_date,
+                    priority=task.priority or "",
+                    email_link=email.web_link,
+                    email_sender=email.sender,
+                    email_subject=email.subject,
+                    email_received_at=email.received_at,
+                    run_id=self.record.run.pk,
+                )
+                for task in found
+            )
+            outcome = ProcessedEmail.Outcome.TASKS if found else ProcessedEmail.Outcome.NO_TASKS
+            entries.append(
+                LedgerEntry(integration.pk, email.message_id, outcome, len(found), email_key=email.internet_message_id)
+            )
+        linked = [
+            EmailCopy(
+                self.record.run.user_id,
+                item.mailbox.integration.pk,
+                item.email.message_id,
+                item.email.internet_message_id,
+                item.email.web_link,
+            )
+            for item in copies
+        ]
+        entries += [
+            LedgerEntry(
+                item.mailbox.integration.pk,
+                item.email.message_id,
+                ProcessedEmail.Outcome.NO_TASKS,
+                0,
+                "read through another mailbox",
+                email_key=item.email.internet_message_id,
+            )
+            for item in copies
+        ]
+        entries += [
+            LedgerEntry(
+                item.mailbox.integration.pk,
+                item.email.message_id,
+                ProcessedEmail.Outcome.SKIPPED,
+                0,
+                f"bulk:{reason}",
+                email_key=item.email.internet_message_id,
+                sender=item.email.sender,
+                subject=item.email.subject,
+            )
+            for item, reason in skipped
+        ]
+        with transaction.atomic():
+            self.record.hold_lease()
+            created = task_insert_from_emails(rows=rows)
+            task_link_copies(copies=linked)
+            ledger_record(entries=entries, run_id=self.record.run.pk)
+            crash_point("batch_tx")
+            ExtractionRun.objects.filter(pk=self.record.run.pk).update(
+                emails_sent_to_llm=F("emails_sent_to_llm") + len(batch),
+                emails_already_done=F("emails_already_done") + len(copies),
+                emails_cut=F("emails_cut") + (result.cut if result else 0),
+                emails_skipped=F("emails_skipped") + len(skipped),
+                secrets_redacted=F("secrets_redacted") + (sum(result.redacted.values()) if result else 0),
+                tasks_created=F("tasks_created") + created,
+                llm_calls=F("llm_calls") + (result.calls if result else 0),
+                prompt_tokens=F("prompt_tokens") + (result.usage.prompt_tokens if result else 0),
+                output_tokens=F("output_tokens") + (result.usage.output_tokens if result else 0),
+                updated_at=timezone.now(),
+            )
+        crash_point("after_batch")
+        return created
