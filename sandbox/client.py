@@ -178,7 +178,7 @@ class SandboxClient:
         self.call("DELETE", "/pubsub/subscriptions")
 
     def pubsub_token(
-        self, claims: dict[str, Any] | None = None, signer: str = "sandbox", kid: str | None | EllipsisType = ...
+        self, claims: dict[str, Any] | None = None, signer: str = "sandbox", kid: str | EllipsisType | None = ...
     ) -> str:
         """A push token with a real push's claims overridden by `claims` (must name "aud"; a None value drops
         the claim), signed by the sandbox key or, with signer="stranger", by another key under the same kid.
