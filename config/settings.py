@@ -469,6 +469,11 @@ GOOGLE_CERTS_URL = env_str(
     "GOOGLE_CERTS_URL",
     f"{SANDBOX_URL}/oauth2/v1/certs" if GOOGLE_SIMULATED else "https://www.googleapis.com/oauth2/v1/certs",
 )
+# A token naming a key the certificates lack makes at most one fetch of them per this many seconds, for
+# every web process together (anyone can send one); Google publishes a new key well before signing with it.
+GMAIL_PUSH_CERTS_REFRESH_SECONDS = env_int("GMAIL_PUSH_CERTS_REFRESH_SECONDS", 300, minimum=1)
+# Pub/Sub's tokens last an hour (exp - iat = 3600): a longer one was not made by Pub/Sub. Five minutes over.
+GMAIL_PUSH_TOKEN_MAX_LIFETIME_SECONDS = env_int("GMAIL_PUSH_TOKEN_MAX_LIFETIME_SECONDS", 3900, minimum=60)
 # Graph: how long a subscription is asked for. Sources disagree on the longest for Outlook messages
 # (10,080 or 4,230 minutes): stay under the shorter one; renewed daily anyway.
 GRAPH_SUBSCRIPTION_MINUTES = min(env_int("GRAPH_SUBSCRIPTION_MINUTES", 4200, minimum=1), 4200)

@@ -15,12 +15,14 @@ import hmac
 import json
 import logging
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import google.auth.transport.requests
 import requests
+from cryptography import x509
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
@@ -37,8 +39,6 @@ from integrations.providers.outlook import OutlookProvider
 logger = logging.getLogger(__name__)
 
 GOOGLE_ISSUERS = ("accounts.google.com", "https://accounts.google.com")
-CERTS_CACHE_KEY = "push:google-certs"
-CERTS_CACHE_SECONDS = 3600
 
 
 def push_enabled(provider: str) -> bool:
@@ -184,15 +184,20 @@ class GmailPush:
 
 def pubsub_token_verify(authorization: str) -> dict[str, Any]:
     """The claims of the OIDC token in an `Authorization: Bearer` header, checked with google-auth: the
-    signature against GOOGLE_CERTS_URL, the expiry, the audience, the issuer, the push service account
-    and that its email is verified. Raises PushRefused."""
+    signature against Google's certificates (GOOGLE_CERTS_URL), the expiry, a lifetime no longer than Google
+    gives (GMAIL_PUSH_TOKEN_MAX_LIFETIME_SECONDS), the audience, the issuer, the push service account and
+    that its email is verified. Raises PushRefused.
+
+    The same token may come with several pushes (Pub/Sub reuses it for most of its hour): it is not refused
+    for having been seen before; its short life is what bounds a replay."""
     scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
         raise PushRefused(401, "no bearer token")
-    try:
-        claims = _decode(token.strip(), _certs())
-    except _UnknownKey:
-        claims = _decode(token.strip(), _certs(refresh=True))  # Google rotated its keys
+    claims = _decode(token, _certs_holding(_key_id(token)))
+    lifetime = claims["exp"] - claims["iat"]  # both numbers: google-auth compared them with the clock
+    if lifetime > settings.GMAIL_PUSH_TOKEN_MAX_LIFETIME_SECONDS:
+        raise PushRefused(403, "token lives longer than Google's")
     if claims.get("iss") not in GOOGLE_ISSUERS:
         raise PushRefused(403, "wrong issuer")
     if claims.get("email") != settings.GMAIL_PUSH_SERVICE_ACCOUNT:
@@ -202,43 +207,94 @@ def pubsub_token_verify(authorization: str) -> dict[str, Any]:
     return claims
 
 
-class _UnknownKey(Exception):
-    pass
-
-
-def _decode(token: str, certs: dict[str, str]) -> dict[str, Any]:
+def _key_id(token: str) -> str:
     try:
         header = google_jwt.decode_header(token)  # type: ignore[no-untyped-call]
     except (ValueError, TypeError, binascii.Error) as error:
         raise PushRefused(403, "malformed token") from error
-    if not isinstance(header, dict) or header.get("kid") not in certs:
-        raise _UnknownKey
+    kid = header.get("kid") if isinstance(header, dict) else None
+    if not isinstance(kid, str) or not kid:
+        # Google names its key in every token; without a kid google-auth would try every certificate.
+        raise PushRefused(403, "no key id")
+    return kid
+
+
+def _decode(token: str, certs: dict[str, str]) -> dict[str, Any]:
     try:
         claims = google_jwt.decode(  # type: ignore[no-untyped-call]
             token, certs=certs, audience=settings.GMAIL_PUSH_AUDIENCE
         )
-    except (ValueError, google_exceptions.GoogleAuthError) as error:  # signature, expiry, audience
+    # ValueError: signature, expiry, audience; TypeError: an iat or exp that is not a number.
+    except (ValueError, TypeError, google_exceptions.GoogleAuthError) as error:
         raise PushRefused(403, str(error).split(",")[0][:100]) from error
     if not isinstance(claims, dict):
         raise PushRefused(403, "malformed token")
     return claims
 
 
-def _certs(*, refresh: bool = False) -> dict[str, str]:
-    """Google's signing certificates ({kid: PEM}), kept in the shared cache for an hour."""
-    certs = None if refresh else cache.get(CERTS_CACHE_KEY)
-    if isinstance(certs, dict):
-        return certs
+# Google's certificates ({kid: PEM}) live in the shared cache with when they were fetched, and stay there
+# until a fetch replaces them: a refresh that fails keeps them. A fetch happens when they are over an hour
+# old or a token names a kid they do not hold (Google rotated its keys), and then only by the one process,
+# of every web process, that takes the refresh lock, at most once per GMAIL_PUSH_CERTS_REFRESH_SECONDS:
+# anyone can send tokens with made-up kids, and each must not cost a request to Google.
+CERTS_CACHE_KEY = "push:google-certs:v2"  # {"certs": {kid: PEM}, "fetched_at": epoch seconds}
+CERTS_REFRESH_KEY = "push:google-certs:refresh"
+CERTS_MAX_AGE_S = 3600
+CERTS_FETCH_TIMEOUT_S = 10  # the webhook answers Pub/Sub within its ack deadline
+
+
+def _certs_holding(kid: str) -> dict[str, str]:
+    """Google's certificates, refreshed first if they are old or lack `kid` and the refresh lock allows.
+    Raises PushRefused when they do not hold `kid` (or none could ever be fetched)."""
+    held = cache.get(CERTS_CACHE_KEY)
+    certs: dict[str, str] = held["certs"] if isinstance(held, dict) else {}
+    fetched_at: float = held["fetched_at"] if isinstance(held, dict) else 0.0
+    wanted = kid not in certs or time.time() - fetched_at > CERTS_MAX_AGE_S
+    if wanted and cache.add(CERTS_REFRESH_KEY, 1, timeout=settings.GMAIL_PUSH_CERTS_REFRESH_SECONDS):
+        certs = _certs_fetch(kept=certs, fetched_at=fetched_at) or certs
+    if not certs:
+        raise PushRefused(403, "signing certificates unavailable")
+    if kid not in certs:
+        raise PushRefused(403, "unknown signing key")
+    return certs
+
+
+def _certs_fetch(*, kept: dict[str, str], fetched_at: float) -> dict[str, str] | None:
+    """Fetch Google's certificates and keep them in the cache; None (and a warning) when the answer is not
+    a map of certificates, the ones kept staying in use."""
     try:
         session = trusting_session(settings.GOOGLE_CA_BUNDLE)
-        response = google.auth.transport.requests.Request(session)(settings.GOOGLE_CERTS_URL, method="GET")
-        fetched = json.loads(response.data) if response.status == 200 else None
+        response = google.auth.transport.requests.Request(session)(
+            settings.GOOGLE_CERTS_URL, method="GET", timeout=CERTS_FETCH_TIMEOUT_S
+        )
+        if response.status != 200:
+            raise ValueError(f"HTTP {response.status}")
+        certs = _certs_read(json.loads(response.data))
     except (google_exceptions.TransportError, requests.RequestException, ValueError) as error:
-        raise PushRefused(403, "signing certificates unavailable") from error
-    if not isinstance(fetched, dict) or "keys" in fetched:
-        raise PushRefused(403, "signing certificates unreadable")
-    cache.set(CERTS_CACHE_KEY, fetched, CERTS_CACHE_SECONDS)
-    return {str(k): str(v) for k, v in fetched.items()}
+        since = f"fetched {int(time.time() - fetched_at)} s ago" if kept else "none yet"
+        logger.warning(
+            "Google's signing certificates could not be refreshed from %s (%s); keeping the certificates we had "
+            "(%d, %s)",
+            settings.GOOGLE_CERTS_URL,
+            str(error)[:200],
+            len(kept),
+            since,
+        )
+        return None
+    cache.set(CERTS_CACHE_KEY, {"certs": certs, "fetched_at": time.time()}, timeout=None)
+    logger.info("Google's signing certificates refreshed: %d keys", len(certs))
+    return certs
+
+
+def _certs_read(answer: object) -> dict[str, str]:
+    """Google's v1 map {kid: PEM certificate}; ValueError for anything else (a JWKS, an empty map, text)."""
+    if not isinstance(answer, dict) or not answer:
+        raise ValueError("not a map of certificates")
+    for kid, pem in answer.items():
+        if not isinstance(pem, str):
+            raise ValueError(f"certificate {kid!r} is not text")
+        x509.load_pem_x509_certificate(pem.encode())  # ValueError when it is not one
+    return {str(kid): str(pem) for kid, pem in answer.items()}
 
 
 def pubsub_envelope_read(body: bytes) -> GmailPush:

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import wraps
 
 import requests
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -123,7 +127,24 @@ def google_connect(request: HttpRequest) -> HttpResponse:
     return redirect(url)
 
 
-@login_required
+def _signed_in_or_connect_again(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """An OAuth callback reached signed out (the session ended while the person was at Google or Microsoft)
+    cannot finish: the flow's state and PKCE verifier were in that session. Send them to log in and then to
+    the Mailboxes page, and never pass the provider's answer on: login_required would put the whole callback
+    URL, its code and state, in `next`, in the login page's links and in every log of it."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest) -> HttpResponseBase:
+        if not request.user.is_authenticated:
+            again = "Your session ended while you were connecting a mailbox. Log in, then connect the mailbox again."
+            messages.info(request, again)
+            return redirect_to_login(reverse("mailboxes"))
+        return view(request)
+
+    return wrapped
+
+
+@_signed_in_or_connect_again
 @email_verified_required
 @require_GET
 def google_callback(request: HttpRequest) -> HttpResponse:
@@ -215,7 +236,7 @@ def microsoft_connect(request: HttpRequest) -> HttpResponse:
     return redirect(url)
 
 
-@login_required
+@_signed_in_or_connect_again
 @email_verified_required
 @require_GET
 def microsoft_callback(request: HttpRequest) -> HttpResponse:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import time
 from datetime import datetime
+from types import EllipsisType
 from typing import Any
 
 import requests
@@ -179,10 +180,15 @@ class SandboxClient:
     def pubsub_unsubscribe_all(self) -> None:
         self.call("DELETE", "/pubsub/subscriptions")
 
-    def pubsub_token(self, claims: dict[str, Any] | None = None, signer: str = "sandbox") -> str:
+    def pubsub_token(
+        self, claims: dict[str, Any] | None = None, signer: str = "sandbox", kid: str | EllipsisType | None = ...
+    ) -> str:
         """A push token with a real push's claims overridden by `claims` (must name "aud"; a None value drops
-        the claim), signed by the sandbox key or, with signer="stranger", by another key under the same kid."""
-        body = {"claims": claims or {}, "signer": signer}
+        the claim), signed by the sandbox key or, with signer="stranger", by another key under the same kid.
+        `kid="..."` puts another key id in the header (one Google never published); `kid=None` leaves it out."""
+        body: dict[str, Any] = {"claims": claims or {}, "signer": signer}
+        if kid is not ...:
+            body["kid"] = kid
         return str(self.call("POST", "/pubsub/token", json=body)["token"])
 
     # Push delivery (Pub/Sub and Graph) ------------------------------------------------------------------

@@ -102,10 +102,17 @@ def signing_keys(state: SandboxState) -> SigningKeys:
         return keys
 
 
-def token_sign(state: SandboxState, claims: dict[str, Any], *, stranger: bool = False) -> str:
+_OWN_KID = object()  # token_sign's default: the header names the sandbox key's kid
+
+
+def token_sign(state: SandboxState, claims: dict[str, Any], *, stranger: bool = False, kid: object = _OWN_KID) -> str:
+    """A push token signed by the sandbox key (or the stranger's). `kid`: the header's key id, by default the
+    sandbox key's; another string names a key Google never published; None leaves the kid out."""
     keys = signing_keys(state)
+    key_id = keys.kid if kid is _OWN_KID else kid
+    assert key_id is None or isinstance(key_id, str)
     signer = crypt.RSASigner.from_string(  # type: ignore[no-untyped-call]
-        keys.stranger_pem if stranger else keys.key_pem, key_id=keys.kid
+        keys.stranger_pem if stranger else keys.key_pem, key_id=key_id
     )
     token: bytes = jwt.encode(signer, claims)  # type: ignore[no-untyped-call]
     return token.decode()
@@ -232,6 +239,7 @@ class TokenIn(BaseModel):
 
     claims: dict[str, Any] = Field(default_factory=dict)
     signer: Literal["sandbox", "stranger"] = "sandbox"
+    kid: str | None = None  # left out: the sandbox key's kid; null: no kid in the header
 
 
 @control_route("/pubsub/subscriptions", methods=["POST"])
@@ -270,12 +278,14 @@ def control_pubsub_subscription_clear() -> Response:
 @control_route("/pubsub/token", methods=["POST"])
 def control_pubsub_token() -> Response:
     """A push token built to order: the claims of a real push, overridden by `claims` (a null drops the claim),
-    signed by the sandbox key or (`signer: "stranger"`) by another key under the same kid."""
+    signed by the sandbox key or (`signer: "stranger"`) by another key under the same kid. `kid` names
+    another key id in the header (one Google never published), or `null` leaves it out."""
     spec = parse_body(TokenIn)
     if "aud" not in spec.claims:
         raise ControlError("invalid_field", "claims.aud: give the audience the token is for (null leaves it out)")
     claims: dict[str, Any] = push_claims(audience="", service_account_email=DEFAULT_SERVICE_ACCOUNT)
     claims.update(spec.claims)
     claims = {name: value for name, value in claims.items() if value is not None}
-    token = token_sign(sandbox_state(), claims, stranger=spec.signer == "stranger")
+    kid = spec.kid if "kid" in spec.model_fields_set else _OWN_KID
+    token = token_sign(sandbox_state(), claims, stranger=spec.signer == "stranger", kid=kid)
     return json_response({"token": token, "claims": claims})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 import requests
@@ -104,6 +104,41 @@ def test_a_callback_without_a_started_connect_is_a_message(client: Client, conse
     response = client.get("/integrations/google/callback", {"code": "x", "state": "y"}, follow=True)
     assert response.status_code == 200
     assert "expired" in response.content.decode()
+
+
+def signed_out_callback_starts_again(client: Client, callback: str, params: dict[str, str], user: User) -> None:
+    """A callback that arrives signed out (the session ended while the person was at the provider) sends them
+    to log in with a `next` that carries nothing of the provider's answer, says to connect again, and after
+    logging in lands on the Mailboxes page with nothing connected."""
+    client.logout()
+    answer = client.get(callback, params)
+
+    assert answer.status_code == 302
+    location = urlsplit(answer["Location"])
+    assert location.path == "/login/" and parse_qs(location.query) == {"next": ["/mailboxes/"]}
+    for name in ("code", "state", "session_state", "client_info"):
+        if name in params:  # neither the value nor its URL-encoded form, anywhere in the redirect
+            assert params[name] not in answer["Location"] and quote(params[name], safe="") not in answer["Location"]
+    login_page = client.get(answer["Location"]).content.decode()
+    assert "connect the mailbox again" in login_page
+
+    after = client.post(
+        answer["Location"], {"username": user.email, "password": "correct-horse-battery", "next": "/mailboxes/"}
+    )
+    assert after.status_code == 302 and after["Location"] == "/mailboxes/"
+    assert not Integration.objects.exists()
+
+
+def test_a_callback_arriving_signed_out_asks_to_log_in_without_carrying_its_code_and_state(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    sandbox.create_mailbox("me@example.com")
+    client.force_login(consenting_user)
+    start = client.post("/integrations/google/connect")
+    params = approve_on_sandbox(start["Location"], "me@example.com")
+    assert params["code"] and params["state"]
+
+    signed_out_callback_starts_again(client, "/integrations/google/callback", params, consenting_user)
 
 
 def test_disconnect_revokes_the_token_and_forgets_credentials_and_cursor(

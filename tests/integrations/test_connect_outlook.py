@@ -15,6 +15,7 @@ from integrations.providers.outlook import graph_session
 from integrations.services import integration_credentials
 from sandbox.client import SandboxClient
 from tests.conftest import approve_consent_page
+from tests.integrations.test_connect import signed_out_callback_starts_again
 
 pytestmark = pytest.mark.django_db
 
@@ -69,6 +70,18 @@ def test_a_forged_outlook_callback_is_refused(client: Client, sandbox: SandboxCl
     response = client.get("/integrations/microsoft/callback", {"code": "stolen", "state": "not-ours"}, follow=True)
     assert "does not match your request" in response.content.decode()
     assert not Integration.objects.exists()
+
+
+def test_an_outlook_callback_arriving_signed_out_asks_to_log_in_without_carrying_its_code_and_state(
+    client: Client, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    sandbox.create_outlook_mailbox(ADDRESS)
+    client.force_login(consenting_user)
+    start = client.post("/integrations/microsoft/connect")
+    params = approve_consent_page(graph_session(), start["Location"], ADDRESS, "accept")
+    assert params["code"] and params["state"]
+
+    signed_out_callback_starts_again(client, "/integrations/microsoft/callback", params, consenting_user)
 
 
 def test_disconnecting_outlook_forgets_its_sign_in_and_says_how_to_remove_the_grant(

@@ -72,6 +72,11 @@ BAD_TOKENS: dict[str, tuple[dict[str, Any], str]] = {
     "no email_verified": ({"email_verified": None}, "sandbox"),
     "expired": ({"iat": int(time.time()) - 7200, "exp": int(time.time()) - 3600}, "sandbox"),
     "no expiry": ({"exp": None}, "sandbox"),
+    # Google's tokens last an hour: a longer one is not Pub/Sub's, whatever signed it.
+    "valid for ten years": ({"exp": int(time.time()) + 10 * 365 * 86400}, "sandbox"),
+    "valid for two hours": ({"iat": int(time.time()) - 60, "exp": int(time.time()) + 7140}, "sandbox"),
+    "iat not a number": ({"iat": "yesterday"}, "sandbox"),
+    "exp not a number": ({"exp": "tomorrow"}, "sandbox"),
 }
 
 
@@ -139,6 +144,26 @@ def test_a_genuine_push_requests_a_run_that_makes_the_task(
     done = extraction_run_execute(run=run)
     assert done.status == "succeeded" and done.tasks_created == 1
     assert Integration.objects.get(pk=box.integration.pk).notified_at is not None
+
+
+def test_the_same_token_on_several_pushes_is_accepted_each_time(
+    client: Client,
+    sandbox: SandboxClient,
+    gmail: GmailBox,
+    settings: Any,
+    broker_queue: Callable[[], int],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Pub/Sub may send one token with several pushes (it caches it for most of its hour): no replay check."""
+    now = int(time.time())
+    token = sandbox.pubsub_token(claims={**good_claims(settings), "iat": now - 120, "exp": now + 3600})  # skew
+    answers = []
+    for n in range(3):
+        gmail.deliver(ask(n))
+        with django_capture_on_commit_callbacks(execute=True):
+            answers.append(push(client, envelope(gmail.address, int(gmail.history_id())), token).status_code)
+    assert answers == [204, 204, 204]
+    assert ExtractionRun.objects.filter(trigger="webhook").exists() and broker_queue() >= 1
 
 
 def test_a_push_for_mail_already_read_or_a_mailbox_we_do_not_know_is_acknowledged_and_queues_nothing(

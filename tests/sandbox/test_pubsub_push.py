@@ -339,6 +339,14 @@ def test_the_token_route_builds_each_bad_token(sandbox: SandboxClient) -> None:
     assert "email" not in verify(sandbox, sandbox.pubsub_token({"aud": AUDIENCE, "email": None}))
 
 
+def test_the_token_route_names_another_kid_or_none(sandbox: SandboxClient) -> None:
+    published = sandbox.http.get(sandbox.pubsub_certs_url, timeout=5).json()
+    unknown = google.auth.jwt.decode_header(sandbox.pubsub_token({"aud": AUDIENCE}, signer="stranger", kid="k2"))
+    missing = google.auth.jwt.decode_header(sandbox.pubsub_token({"aud": AUDIENCE}, kid=None))
+    own = google.auth.jwt.decode_header(sandbox.pubsub_token({"aud": AUDIENCE}))
+    assert (unknown["kid"], "kid" in missing, own["kid"]) == ("k2", False, next(iter(published)))
+
+
 def test_the_token_route_wants_an_audience(sandbox: SandboxClient) -> None:
     with pytest.raises(SandboxControlError) as error:
         sandbox.pubsub_token({"email": SERVICE_ACCOUNT})
