@@ -141,7 +141,32 @@ def test_send_and_reply_refuse_unknown_messages_and_mailboxes(sandbox: SandboxCl
     with pytest.raises(SandboxControlError) as reply:
         sandbox.deliver_gmail_reply(OWNER, "18f0000000000999", sender=PEER, body="Hi")
     assert reply.value.status == 404
+    bad = [
+        {"address": OWNER, "to": ["not an address"], "body": "Hi"},
+        {"address": OWNER, "to": [PEER], "body": "Hi", "sent_at": "2026-11-02T10:00:00"},
+        {"address": OWNER, "to": [PEER], "body": "Hi", "subject": "Two\r\nBcc: x@example.org"},
+        {"address": OWNER, "to": [PEER]},
+    ]
+    for body in bad:
+        with pytest.raises(SandboxControlError) as invalid:
+            sandbox.call("POST", "/gmail/messages/send", json=body)
+        assert invalid.value.status == 400 and "invalid_field" in invalid.value.body
+    with pytest.raises(SandboxControlError) as anonymous:
+        sandbox.call("POST", "/graph/messages/reply", json={"address": OWNER, "id": "x", "body": "Hi"})
+    assert anonymous.value.status == 400 and "from" in anonymous.value.body
     assert sandbox.mailbox_messages(OWNER) == []
+
+
+def test_the_first_read_of_sent_mail_can_ask_for_the_last_14_days_of_it(sandbox: SandboxClient, mail: Any) -> None:
+    now = datetime.now(UTC)
+    sandbox.send_gmail(OWNER, to=[PEER], body="Old.", sent_at=now - timedelta(days=20))
+    recent = sandbox.send_gmail(OWNER, to=[PEER], body="Recent.", sent_at=now - timedelta(days=2))
+    sandbox.deliver(OWNER, message(1))
+
+    listed = mail.users().messages().list(userId="me", labelIds=["SENT"], q="newer_than:14d").execute()
+    assert [m["id"] for m in listed["messages"]] == [recent["id"]]
+    got = mail.users().messages().get(userId="me", id=recent["id"], format="minimal").execute()
+    assert abs(int(got["internalDate"]) / 1000 - (now - timedelta(days=2)).timestamp()) < 1
 
 
 # Gmail push ---------------------------------------------------------------------------------------------
@@ -208,6 +233,20 @@ def test_mail_the_owner_sends_is_in_sentitems_delta_with_immutable_ids_and_not_i
     gone = outlook.get(delta_link, prefer=[IMMUTABLE])
     assert gone.status_code == 410 and gone.json()["error"]["code"] == "SyncStateNotFound"
     assert "/messages/delta?" in gone.headers["Location"]
+
+
+def test_a_filtered_sentitems_delta_holds_only_the_recent_sent_mail(sandbox: SandboxClient, outlook: Graph) -> None:
+    now = datetime.now(UTC)
+    sandbox.send_outlook(OWNER, to=[PEER], body="Old.", sent_at=now - timedelta(days=20))
+    recent = sandbox.send_outlook(OWNER, to=[PEER], body="Recent.", sent_at=now - timedelta(days=2))
+    since = (now - timedelta(days=14)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    items, _, _ = outlook.delta_round(
+        f"{SENT_DELTA}?$filter=receivedDateTime ge {since}&$select=sentDateTime", page_size=5
+    )
+
+    assert [m["id"] for m in items] == [recent["id"]]
+    assert items[0]["sentDateTime"] == recent["receivedDateTime"]
 
 
 def test_an_outlook_reply_shares_the_conversation_and_carries_its_headers_when_selected(
