@@ -57,13 +57,17 @@ class SandboxClient:
         gmail_rate_limit: bool | None = None,
         retry_delays_ms: list[int] | None = None,
         graph_validation_timeout_ms: int | None = None,
+        gmail_watch_pushes_every_change: bool | None = None,
     ) -> dict[str, Any]:
         """Gmail's one push per second per user (on by default), the delays before each redelivery of a push
-        not acknowledged (their number bounds the attempts), how long Graph waits for a validation answer."""
+        not acknowledged (their number bounds the attempts), how long Graph waits for a validation answer,
+        and whether a Gmail watch pushes for every change whatever its labelIds (off by default; on, as
+        developers report of live Gmail, an INBOX watch also pushes for sent mail)."""
         changes = {
             "gmail_push_rate_limit": gmail_rate_limit,
             "push_retry_delays_ms": retry_delays_ms,
             "graph_validation_timeout_ms": graph_validation_timeout_ms,
+            "gmail_watch_pushes_every_change": gmail_watch_pushes_every_change,
         }
         result: dict[str, Any] = self.call("PUT", "/settings", json={k: v for k, v in changes.items() if v is not None})
         return result
@@ -118,6 +122,61 @@ class SandboxClient:
     def delete_gmail(self, address: str, ids: list[str]) -> int:
         """Delete for good (not to Trash): one messagesDeleted history record each."""
         return int(self.call("POST", "/gmail/messages/delete", json={"address": address, "ids": ids})["deleted"])
+
+    def send_gmail(
+        self,
+        address: str,
+        *,
+        to: list[str],
+        body: str,
+        cc: list[str] | None = None,
+        subject: str | None = None,
+        in_reply_to: str | None = None,
+        deliver_to: list[str] | None = None,
+        sent_at: datetime | None = None,
+    ) -> dict[str, Any]:
+        """The owner of `address` sends mail: labelled SENT (only), a messagesAdded history record. With
+        `in_reply_to` (a message id of this mailbox) it is a reply: In-Reply-To, References, "Re: " subject
+        (unless `subject` is given) and that message's threadId. `deliver_to` names other sandbox mailboxes
+        (Gmail and/or Outlook) that receive it as incoming mail. Returns {id, threadId, historyId, messageId
+        (the Message-ID header), delivered: [{address, provider, id, threadId | conversationId, ...}]}."""
+        payload = _drop_none(
+            address=address,
+            to=to,
+            cc=cc,
+            subject=subject,
+            body=body,
+            in_reply_to=in_reply_to,
+            deliver_to=deliver_to,
+            sent_at=sent_at.isoformat() if sent_at else None,
+        )
+        result: dict[str, Any] = self.call("POST", "/gmail/messages/send", json=payload)
+        return result
+
+    def deliver_gmail_reply(
+        self,
+        address: str,
+        message_id: str,
+        *,
+        sender: str,
+        body: str,
+        to: list[str] | None = None,
+        cc: list[str] | None = None,
+        internal_date: datetime | None = None,
+    ) -> dict[str, Any]:
+        """`sender` (an address, or "Name <address>") replies to message `message_id` of `address`: it arrives
+        in the inbox (INBOX, UNREAD) in that message's thread, To the owner unless `to` says otherwise.
+        Returns {id, threadId, historyId, messageId}."""
+        payload = _drop_none(
+            address=address,
+            id=message_id,
+            body=body,
+            to=to,
+            cc=cc,
+            received_at=internal_date.isoformat() if internal_date else None,
+        )
+        result: dict[str, Any] = self.call("POST", "/gmail/messages/reply", json={**payload, "from": sender})
+        return result
 
     def expire_history(self, address: str) -> dict[str, Any]:
         result: dict[str, Any] = self.call("POST", "/gmail/expire-history", json={"address": address})
@@ -270,6 +329,61 @@ class SandboxClient:
         result: dict[str, Any] = self.call("POST", "/graph/messages", json=payload)
         return result
 
+    def send_outlook(
+        self,
+        address: str,
+        *,
+        to: list[str],
+        body: str,
+        cc: list[str] | None = None,
+        subject: str | None = None,
+        in_reply_to: str | None = None,
+        deliver_to: list[str] | None = None,
+        sent_at: datetime | None = None,
+    ) -> dict[str, Any]:
+        """The owner of `address` sends mail: it lands, read, in `sentitems` (its own delta; From the owner).
+        With `in_reply_to` (either id form of a message of this mailbox) it is a reply in that message's
+        conversation (In-Reply-To, References, "Re: " subject unless `subject` is given). `deliver_to` as for
+        send_gmail. Returns the delivery answer ({id (immutable), rest_id, conversationId, internetMessageId,
+        receivedDateTime, folder}) plus delivered."""
+        payload = _drop_none(
+            address=address,
+            to=to,
+            cc=cc,
+            subject=subject,
+            body=body,
+            in_reply_to=in_reply_to,
+            deliver_to=deliver_to,
+            sent_at=sent_at.isoformat() if sent_at else None,
+        )
+        result: dict[str, Any] = self.call("POST", "/graph/messages/send", json=payload)
+        return result
+
+    def deliver_outlook_reply(
+        self,
+        address: str,
+        message_id: str,
+        *,
+        sender: str,
+        body: str,
+        to: list[str] | None = None,
+        cc: list[str] | None = None,
+        received_at: datetime | None = None,
+    ) -> dict[str, Any]:
+        """`sender` replies to message `message_id` (either id form) of `address`: it arrives in the inbox,
+        unread, in that message's conversation, To the owner unless `to` says otherwise. Returns the delivery
+        answer, as deliver_outlook's."""
+        payload = _drop_none(
+            address=address,
+            id=message_id,
+            body=body,
+            to=to,
+            cc=cc,
+            received_at=received_at.isoformat() if received_at else None,
+        )
+        result: dict[str, Any] = self.call("POST", "/graph/messages/reply", json={**payload, "from": sender})
+        return result
+
     def outlook_messages(self, address: str) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self.call("GET", "/graph/messages", params={"address": address})["messages"]
         return result
@@ -341,6 +455,10 @@ class SandboxClient:
         targets = {"refresh_token": refresh_token, "address": address, "access_token": access_token}
         payload = {k: v for k, v in targets.items() if v}
         return int(self.call("POST", "/microsoft/tokens/revoke", json=payload)["revoked"])
+
+
+def _drop_none(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 class SandboxControlError(Exception):

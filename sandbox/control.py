@@ -90,6 +90,7 @@ class SettingsIn(BaseModel):
     gmail_push_rate_limit: bool | None = None
     push_retry_delays_ms: list[Annotated[int, Field(ge=0, le=60_000)]] | None = Field(default=None, max_length=20)
     graph_validation_timeout_ms: int | None = Field(default=None, ge=1, le=60_000)
+    gmail_watch_pushes_every_change: bool | None = None
 
 
 @blueprint.post("/reset")

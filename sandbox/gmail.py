@@ -4,7 +4,10 @@ watch/stop (with push notifications through sandbox/pubsub.py) and the multipart
 Messages are kept as raw RFC 822 bytes and parsed on demand into Gmail's payload tree. Every change writes
 a history record as `users.history.list` returns it (messagesAdded, messagesDeleted, labelsAdded,
 labelsRemoved); ids rise with gaps, like Gmail's. internalDate is the arrival time unless the delivery says
-otherwise; the Date header never sets it.
+otherwise; the Date header never sets it. A message joins the thread of an earlier one that its In-Reply-To or
+References names when their subjects match once reply prefixes are dropped (Gmail's threads guide: the headers
+"set in compliance with the RFC 2822 standard" and "the Subject headers must match"); otherwise it starts its
+own thread, whose id is its own id. Mail the owner sends carries the system label `SENT` (no INBOX, no UNREAD).
 
 Error bodies have Google's full current shape (`code`, `message`, `errors`, `status` and, for errors raised
 by Google's API front end, `details` with a google.rpc.ErrorInfo), see `error_body`.
@@ -48,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from werkzeug.test import TestResponse
 
 from sandbox.app import GOOGLE_STATUS, json_response, sandbox_state
+from sandbox.compose import subject_key
 from sandbox.control import ControlError, control_route, parse_body
 from sandbox.google_oauth import token_address
 from sandbox.pubsub import topic_publish
@@ -73,6 +77,7 @@ class StoredMessage:
     internal_date: int  # epoch milliseconds
     history_id: int
     message_id_header: str
+    subject_key: str = ""  # its subject as Gmail compares it when threading (compose.subject_key)
 
 
 HISTORY_TYPES = ("messageAdded", "messageDeleted", "labelAdded", "labelRemoved")
@@ -140,6 +145,11 @@ def _mailboxes(state: SandboxState) -> dict[str, Mailbox]:
     return mailboxes
 
 
+def mailbox_get(state: SandboxState, address: str) -> Mailbox | None:
+    with state.lock:
+        return _mailboxes(state).get(address.lower())
+
+
 def mailbox_addresses(state: SandboxState) -> list[str]:
     with state.lock:
         return list(_mailboxes(state))
@@ -175,10 +185,14 @@ def _next_history_id(mailbox: Mailbox) -> int:
 
 
 def _history_append(state: SandboxState, mailbox: Mailbox, record: HistoryRecord) -> None:
-    """Record a change, and publish it to the mailbox's watch topic if the watch asks for it (lock held)."""
+    """Record a change, and publish it to the mailbox's watch topic if the watch asks for it (lock held).
+    With the `gmail_watch_pushes_every_change` setting a live watch pushes for every change, whatever its
+    labels, as developers report of live Gmail (see "Sent mail and threads" in sandbox/README.md)."""
     mailbox.history.append(record)
     watch = mailbox.watch
-    if watch is None or not watch.active() or not watch.wants(record):
+    if watch is None or not watch.active():
+        return
+    if not watch.wants(record) and not state.settings.get("gmail_watch_pushes_every_change"):
         return
     now = time.time()
     limited = bool(state.settings.get("gmail_push_rate_limit")) and now - mailbox.pushed_at < 1.0
@@ -213,17 +227,18 @@ def message_deliver(
         date_ms = int(time.time() * 1000)
     message_id_header = str(parsed.get("Message-ID", "")).strip()
     refs = f"{parsed.get('In-Reply-To', '')} {parsed.get('References', '')}".split()
+    subject = subject_key(str(parsed.get("Subject", "")))
     with state.lock:
         mailbox = mailbox_ensure(state, address)
         message_id = f"{0x18F0_0000_0000_0000 + state.next_id():x}"
         thread_id = message_id
         for earlier in mailbox.messages.values():
-            if earlier.message_id_header and earlier.message_id_header in refs:
+            if earlier.message_id_header and earlier.message_id_header in refs and earlier.subject_key == subject:
                 thread_id = earlier.thread_id
                 break
         history_id = _next_history_id(mailbox)
         label_ids = list(dict.fromkeys(labels)) if labels is not None else list(DEFAULT_LABELS)
-        stored = StoredMessage(message_id, thread_id, raw, label_ids, date_ms, history_id, message_id_header)
+        stored = StoredMessage(message_id, thread_id, raw, label_ids, date_ms, history_id, message_id_header, subject)
         mailbox.messages[message_id] = stored
         _history_append(
             state,
@@ -508,6 +523,7 @@ _RPC_METHODS = (
     (re.compile(r"/messages/[^/]+/attachments/[^/]+$"), "GetAttachment"),
     (re.compile(r"/messages/[^/]+$"), "GetMessage"),
     (re.compile(r"/messages$"), "ListMessages"),
+    (re.compile(r"/threads/[^/]+$"), "GetThread"),
     (re.compile(r"/watch$"), "Watch"),
     (re.compile(r"/stop$"), "Stop"),
 )
@@ -790,6 +806,29 @@ def messages_get(user_id: str, message_id: str) -> Response:
         raise _invalid_argument(f"Invalid value at 'format', \"{fmt}\"")
     message = _message(mailbox, message_id)
     return json_response(message_resource(message, fmt, request.args.getlist("metadataHeaders")))
+
+
+@blueprint.get("/gmail/v1/users/<user_id>/threads/<thread_id>")
+def threads_get(user_id: str, thread_id: str) -> Response:
+    """A thread: its messages in the order they arrived (internalDate), each in `format`."""
+    mailbox = _mailbox(user_id)
+    fmt = request.args.get("format", "full")
+    if fmt not in ("minimal", "full", "metadata"):
+        raise _invalid_argument(f"Invalid value at 'format', \"{fmt}\"")
+    with sandbox_state().lock:
+        members = sorted(
+            (m for m in mailbox.messages.values() if m.thread_id == thread_id), key=lambda m: (m.internal_date, m.id)
+        )
+    if not members:
+        raise _not_found()
+    headers = request.args.getlist("metadataHeaders")
+    return json_response(
+        {
+            "id": thread_id,
+            "historyId": str(max(m.history_id for m in members)),
+            "messages": [message_resource(m, fmt, headers) for m in members],
+        }
+    )
 
 
 @blueprint.get("/gmail/v1/users/<user_id>/messages/<message_id>/attachments/<attachment_id>")

@@ -10,6 +10,12 @@ arriving while a client pages lands in the next round. A deltaLink round returns
 messages, messages whose isRead or flag changed (again, with the selected fields) and `@removed` entries for
 deleted or moved-out ones. Expiring a mailbox's delta state (control route) makes every older token a 410.
 
+Conversations: a message joins the conversation (`conversationId`) of an earlier message of the mailbox that
+its In-Reply-To or References names, in whatever folder, so a reply in the inbox and the mail it answers in
+`sentitems` share one. Exchange's own rule (the Thread-Index header, the conversation topic) is not documented
+for Graph; the sandbox threads by the references alone, without Gmail's subject test (inferred). Mail the owner
+sends (control route) lands in `sentitems`, read, with `from` the owner, and has its own delta like any folder.
+
 Folders: every message lives in one folder (a well-known name such as inbox, archive, junkemail,
 deleteditems, or any other name). Delta works per folder, as Graph's does: a message moved into a folder is a
 new item of that folder's next round (if the round's persisted $filter admits its receivedDateTime, which a
@@ -99,6 +105,7 @@ class GraphMessage:
     # Its internet headers (name, value) as delivered: internetMessageHeaders, sent only when selected.
     headers: list[tuple[str, str]] = field(default_factory=list)
     inference: str = "focused"  # inferenceClassification: "focused" | "other"
+    reply_to: list[tuple[str, str]] = field(default_factory=list)  # its Reply-To header's addresses: replyTo
 
     def rest_id(self) -> str:
         return f"{REST_PREFIX}{self.rest_key or self.key}"
@@ -200,6 +207,7 @@ def message_add(
     folder: str = "inbox",
     headers: list[tuple[str, str]] | None = None,
     inference: str = "focused",
+    reply_to: list[tuple[str, str]] | None = None,
 ) -> GraphMessage:
     """Deliver a message into `folder` (default the inbox) of `address` (created if missing); it shows in that
     folder's next delta round. receivedDateTime is `received`, else now. `headers` are its internet headers
@@ -247,6 +255,7 @@ def message_add(
             entered_seq=mailbox.seq,
             headers=list(headers),
             inference=inference,
+            reply_to=list(reply_to or []),
         )
         mailbox.messages[key] = message
         _notify(state, mailbox, message, "created")
@@ -351,10 +360,21 @@ def message_deliver_rfc822(
         folder=folder,
         headers=[(str(name), str(value)) for name, value in parsed.items()],
         inference=inference,
+        reply_to=[(n, a) for n, a in getaddresses([str(v) for v in parsed.get_all("Reply-To", [])]) if a],
     )
 
 
-def _find(mailbox: OutlookMailbox, message_id: str) -> GraphMessage | None:
+def mailbox_get(state: SandboxState, address: str) -> OutlookMailbox | None:
+    with state.lock:
+        return _mailboxes(state).get(address.lower())
+
+
+def header_value(message: GraphMessage, name: str) -> str:
+    """The first internet header `name` of `message` (any case), or ""."""
+    return next((value for key, value in message.headers if key.lower() == name.lower()), "")
+
+
+def message_find(mailbox: OutlookMailbox, message_id: str) -> GraphMessage | None:
     """The message an immutable id, or its current REST id, names (a REST id from before a move: None)."""
     if message_id.startswith(IMMUTABLE_PREFIX):
         return mailbox.messages.get(message_id[len(IMMUTABLE_PREFIX) :])
@@ -370,7 +390,7 @@ def messages_update(
     """Change isRead and/or the flag of messages (by either id form); each change shows in the next delta."""
     with state.lock:
         mailbox = _mailboxes(state)[address.lower()]
-        found = [_find(mailbox, i) for i in ids]
+        found = [message_find(mailbox, i) for i in ids]
         missing = [i for i, m in zip(ids, found, strict=True) if m is None]
         if missing:
             raise KeyError(missing[0])
@@ -400,7 +420,7 @@ def messages_remove(state: SandboxState, address: str, ids: list[str]) -> int:
     """Delete messages for good: the next delta of their folder lists them as @removed (reason deleted)."""
     with state.lock:
         mailbox = _mailboxes(state)[address.lower()]
-        found = [_find(mailbox, i) for i in ids]
+        found = [message_find(mailbox, i) for i in ids]
         missing = [i for i, m in zip(ids, found, strict=True) if m is None]
         if missing:
             raise KeyError(missing[0])
@@ -424,7 +444,7 @@ def messages_move(
     target = folder_name(folder)
     with state.lock:
         mailbox = _mailboxes(state)[address.lower()]
-        found = [_find(mailbox, i) for i in ids]
+        found = [message_find(mailbox, i) for i in ids]
         missing = [i for i, m in zip(ids, found, strict=True) if m is None]
         if missing:
             raise KeyError(missing[0])
@@ -557,7 +577,7 @@ def message_resource(
         "toRecipients": [_recipient(r) for r in message.to],
         "ccRecipients": [_recipient(r) for r in message.cc],
         "bccRecipients": [],
-        "replyTo": [],
+        "replyTo": [_recipient(r) for r in message.reply_to],
         "flag": {"flagStatus": message.flag},
     }
     if "body" in wanted:
@@ -946,7 +966,7 @@ def _message_get(message_ref: str) -> Response:
     prefs = request_preferences()
     select = _select()
     with sandbox_state().lock:
-        message = _find(mailbox, message_ref)
+        message = message_find(mailbox, message_ref)
         if message is None:
             raise _not_found()
         resource = message_resource(
@@ -1127,7 +1147,7 @@ def _existing(address: str) -> OutlookMailbox:
     return mailbox
 
 
-def _delivered(message: GraphMessage) -> dict[str, Any]:
+def delivered_answer(message: GraphMessage) -> dict[str, Any]:
     return {
         "id": message_id(message, immutable=True),
         "rest_id": message.rest_id(),
@@ -1186,7 +1206,7 @@ def control_outlook_deliver() -> Response:
             folder=spec.folder,
             inference=spec.inference_classification,
         )
-    return json_response(_delivered(message), 201)
+    return json_response(delivered_answer(message), 201)
 
 
 @control_route("/graph/messages", methods=["GET"])
@@ -1198,7 +1218,7 @@ def control_outlook_list_messages() -> Response:
     with sandbox_state().lock:
         listed = [
             {
-                **_delivered(m),
+                **delivered_answer(m),
                 "subject": m.subject,
                 "from": m.sender[1],
                 "isRead": m.is_read,
@@ -1250,7 +1270,7 @@ def control_outlook_move() -> Response:
     except KeyError as exc:
         raise ControlError("unknown_message", f"ids: no message {exc.args[0]} in {spec.address}", 404) from exc
     with st.lock:
-        return json_response({"moved": [_delivered(m) for m in moved]})
+        return json_response({"moved": [delivered_answer(m) for m in moved]})
 
 
 @control_route("/graph/expire-delta", methods=["POST"])

@@ -21,6 +21,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "gmail_push_rate_limit": True,  # Gmail's "at most about 1 notification per second per user"
     "push_retry_delays_ms": [50, 100, 200, 400],  # before each redelivery of a push not acknowledged
     "graph_validation_timeout_ms": 10_000,  # how long Graph waits for the answer to its validation request
+    "gmail_watch_pushes_every_change": False,  # a watch ignores its labelIds, as reported of live Gmail
 }
 
 

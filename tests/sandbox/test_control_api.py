@@ -72,3 +72,26 @@ def test_removing_one_fault_keeps_the_others_in_force_with_their_hits(sandbox: S
     missing = sandbox.http.delete(f"{sandbox.base_url}/_sandbox/faults/{gone['id']}", timeout=5)
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "not_found"
+
+
+def test_every_control_route_is_in_the_readme_table() -> None:
+    """The README's Control API table is how the app's side learns the control surface: a route missing from
+    it is a route nobody can find."""
+    import re
+    from pathlib import Path
+
+    from sandbox.app import create_app
+
+    readme = (Path(__file__).resolve().parents[2] / "sandbox" / "README.md").read_text()
+    documented = {
+        (method, re.sub(r"[{<][^}>]*[}>]", "<>", path))
+        for methods, path in re.findall(r"^\| `([A-Z/]+) (/_sandbox/[^`\[?]*)", readme, re.MULTILINE)
+        for method in methods.split("/")
+    }
+    routes = {
+        (method, re.sub(r"<[^>]*>", "<>", rule.rule))
+        for rule in create_app().url_map.iter_rules()
+        if rule.rule.startswith("/_sandbox/")
+        for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}
+    }
+    assert sorted(routes - documented) == []

@@ -368,8 +368,8 @@ def test_control_api_lists_a_mailbox(sandbox: SandboxClient) -> None:
 
 def test_a_reply_joins_the_thread_of_the_message_it_answers(sandbox: SandboxClient) -> None:
     sandbox.create_mailbox(ADDRESS)
-    first = sandbox.deliver(ADDRESS, message(1))
-    reply = message(2).replace(
+    first = sandbox.deliver(ADDRESS, message(1, subject="Invoice"))
+    reply = message(2, subject="Re: Invoice").replace(
         "Message-ID: <m2@example.org>", "Message-ID: <m2@example.org>\r\nIn-Reply-To: <m1@example.org>"
     )
 
