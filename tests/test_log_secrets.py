@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -23,7 +22,7 @@ from accounts.verification import verification_link_make
 from config.logfilters import redact
 from tests.factories import UserFactory
 from tests.processes import ROOT, process_env
-from tests.test_logging import free_port, json_lines, stop
+from tests.test_logging import gunicorn_web, json_lines
 
 TOKEN = "tl_" + "Zq8HEK1zl2Wus_SdtThVMJdv8daB5jbrsm1gtESw4j-v0"[:43]  # the shape of access_token_create's
 
@@ -156,37 +155,17 @@ def test_gunicorns_access_log_keeps_no_token_reset_or_confirmation_secret(tmp_pa
         (confirm.replace(":", ":x", 1), {}, 400),
     ]
 
-    port = free_port()
     log = tmp_path / "web.log"
-    with log.open("wb") as stderr:
-        web = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "config.wsgi", "--config", "gunicorn.conf.py"],
-            cwd=ROOT,
-            env=process_env(LOG_FORMAT="json", PORT=str(port), WEB_CONCURRENCY="1"),
-            stdout=stderr,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert web.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            try:
-                requests.get(f"http://127.0.0.1:{port}/healthz", timeout=60)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.3)
+    with gunicorn_web(log) as base_url:
         http = requests.Session()
         answers = [
-            http.get(f"http://127.0.0.1:{port}{path}", headers=headers, allow_redirects=False, timeout=30)
+            http.get(f"{base_url}{path}", headers=headers, allow_redirects=False, timeout=30)
             for path, headers, _ in asked
         ]
         assert [a.status_code for a in answers] == [status for _, _, status in asked]
         form = answers[4].headers["Location"]
         assert form == reset_path(uid, "set-password")
-        http.get(f"http://127.0.0.1:{port}{form}", timeout=30)  # the form the link leads to
-        time.sleep(0.5)  # the access line is written once the answer is sent
-    finally:
-        stop(web)
+        http.get(f"{base_url}{form}", timeout=30)  # the form the link leads to
 
     text = log.read_text()
     lines = json_lines(text)
