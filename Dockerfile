@@ -27,11 +27,12 @@ COPY . .
 
 # Static files are collected at build time, into the image. Production mode refuses to start without its settings,
 # none of which collectstatic uses: these are placeholders of this one command, never the running container's
-# (and a scratch TASKLIFT_LOCAL_DIR, so that nothing is left owned by root in the one the processes write to).
+# (and a scratch TASKLIFT_LOCAL_DIR, so that nothing is left owned by root in the one the processes write to). The
+# key is a Fernet key of zeros: every key is checked at start, and this one encrypts nothing.
 RUN TASKLIFT_MODE=production \
     TASKLIFT_DEMO=true \
     SECRET_KEY=build-time-placeholder-never-used-at-run-time-0000000000 \
-    TASKLIFT_ENCRYPTION_KEYS=build-time-placeholder \
+    TASKLIFT_ENCRYPTION_KEYS=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= \
     EMAIL_HOST=build.invalid \
     SANDBOX_URL=https://sandbox.invalid \
     DATABASE_URL=postgres://build@build.invalid:5432/build \

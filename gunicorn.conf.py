@@ -30,7 +30,8 @@ def child_exit(server: Any, worker: Any) -> None:
 
 
 # gunicorn's error and access logs through our logging configuration (LOG_FORMAT, LOG_LEVEL): one JSON
-# object a line in production, redacted (an OAuth callback's ?code=…&state=… never reaches the access log).
+# object a line in production, redacted (config/logfilters.py: no token, OAuth code or state, or secret of a reset
+# or confirmation link reaches the access log, in the request line or the Referer).
 # Setting logconfig_dict is also what turns gunicorn's access log on.
 from config.logconfig import log_settings, logging_config  # noqa: E402
 

@@ -1,6 +1,10 @@
 """The emails of sign-up, confirmation and password reset, written from templates under
 templates/accounts/email/ (and templates/registration/ for the reset) and sent through Django's email
-settings (SMTP in production, files under .local/mail/ in development)."""
+settings (SMTP in production, files under .local/mail/ in development).
+
+They carry no text a person typed: anyone can sign any address up, with any name (a stranger's "Security team,
+visit …" would reach the address's owner in our words), so they greet nobody by name and are given no account
+to print from, only the facts they say."""
 
 from __future__ import annotations
 
@@ -49,7 +53,6 @@ def verification_email_send(*, user: User) -> bool:
         subject_template="accounts/email/verify_subject.txt",
         body_template="accounts/email/verify.txt",
         context={
-            "user": user,
             "link": verification_link_make(user=user),
             "max_age_hours": settings.EMAIL_VERIFICATION_MAX_AGE_HOURS,
             **_links(),
@@ -63,5 +66,5 @@ def account_exists_email_send(*, user: User) -> bool:
         to=user.email,
         subject_template="accounts/email/account_exists_subject.txt",
         body_template="accounts/email/account_exists.txt",
-        context={"user": user, **_links()},
+        context={"email_verified": user.email_verified, **_links()},
     )

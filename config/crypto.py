@@ -12,10 +12,24 @@ from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 
 class SecretUnreadable(Exception):
     """Stored secret cannot be decrypted with any configured key (a key was removed too early)."""
+
+
+def encryption_keys_check(keys: list[str]) -> None:
+    """ImproperlyConfigured naming, by position only (a key is a secret), the first key Fernet cannot take."""
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key.encode())
+        except ValueError:  # not URL-safe base64, or not 32 bytes
+            raise ImproperlyConfigured(
+                f"TASKLIFT_ENCRYPTION_KEYS: key {position} of {len(keys)} is not a Fernet key (44 characters of "
+                "URL-safe base64, 32 bytes); make one with python -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'."
+            ) from None
 
 
 @cache

@@ -62,6 +62,9 @@ def logging_config(*, log_format: str, level: str) -> dict[str, Any]:
         "root": {"handlers": ["console"], "level": level},
         "loggers": {
             **{name: {"level": quiet} for name, quiet in _QUIET.items()},
+            # Django's own default handlers on "django" (a console one while DEBUG, mail to ADMINS otherwise)
+            # write without our filters: a 400 on a reset link wrote its token. Its records go to ours only.
+            "django": {"handlers": [], "level": "INFO", "propagate": True},
             # Access logs (the development server's, gunicorn's) and gunicorn's own lines, through the
             # redacting handler instead of their own.
             "django.server": through_console,

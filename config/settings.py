@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -16,6 +17,8 @@ import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded
+from config.clientaddress import FORWARDED_FOR, proxy_networks
+from config.crypto import encryption_keys_check
 from config.env import env_bool, env_int, env_list, env_str
 from config.logconfig import log_settings, logging_config
 
@@ -38,6 +41,14 @@ if PRODUCTION and (SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 50):
 
 DEBUG = env_bool("DEBUG", default=not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+# `*` answers any Host header (links and redirects built from it, cache poisoning); Django reads no other glob, and
+# `.com` would be every site of a top-level domain. `.example.com` (every subdomain of one domain) is fine.
+_any_host = [host for host in ALLOWED_HOSTS if "*" in host or (host.startswith(".") and "." not in host.strip("."))]
+if PRODUCTION and _any_host:
+    raise ImproperlyConfigured(
+        f"ALLOWED_HOSTS must name the site's host names in production, not {', '.join(_any_host)}: write "
+        "tasklift.example.com, or .example.com for every subdomain of one domain."
+    )
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 
@@ -66,6 +77,7 @@ if not ENCRYPTION_KEYS:
     if PRODUCTION:
         raise ImproperlyConfigured("Production mode needs TASKLIFT_ENCRYPTION_KEYS (Fernet keys, comma-separated).")
     ENCRYPTION_KEYS = [base64.urlsafe_b64encode(hashlib.sha256(SECRET_KEY.encode()).digest()).decode()]
+encryption_keys_check(ENCRYPTION_KEYS)  # each one, now: a bad key would fail the first mailbox connected
 
 # Applications -----------------------------------------------------------------------------------------
 INSTALLED_APPS = [
@@ -180,10 +192,28 @@ if READYZ_BEAT_SECONDS < BEAT_LOCK_SECONDS:
         " between two ticks (BEAT_LOCK_SECONDS / 3 apart at most) dead."
     )
 
-# Rate limiting (django-ratelimit) uses the shared Redis cache. Behind a proxy, name the META key that holds
-# the client's address (e.g. HTTP_X_REAL_IP set by the proxy), or every client counts as the proxy.
+# Rate limiting (django-ratelimit) uses the shared Redis cache. Behind a proxy, RATELIMIT_IP_META_KEY names the
+# META key of the header holding the client's address (HTTP_X_REAL_IP set by the proxy), or every client counts
+# as the proxy; TRUSTED_PROXIES names the proxies' addresses. django-ratelimit itself is given the function that
+# reads them (config/clientaddress.py): X-Forwarded-For is believed only as far as the trusted proxies wrote it.
 RATELIMIT_USE_CACHE = "default"
-RATELIMIT_IP_META_KEY = env_str("RATELIMIT_IP_META_KEY") or None
+CLIENT_ADDRESS_META_KEY = env_str("RATELIMIT_IP_META_KEY").upper()
+if CLIENT_ADDRESS_META_KEY == "REMOTE_ADDR":
+    CLIENT_ADDRESS_META_KEY = ""
+if CLIENT_ADDRESS_META_KEY and not re.fullmatch(r"HTTP_[A-Z0-9_]+", CLIENT_ADDRESS_META_KEY):
+    raise ImproperlyConfigured(
+        "RATELIMIT_IP_META_KEY names a request META key such as HTTP_X_REAL_IP (the header X-Real-IP), "
+        f"not {env_str('RATELIMIT_IP_META_KEY')!r}."
+    )
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES")
+proxy_networks(TRUSTED_PROXIES)  # a clear refusal now rather than on the first request
+if PRODUCTION and CLIENT_ADDRESS_META_KEY == FORWARDED_FOR and not TRUSTED_PROXIES:
+    raise ImproperlyConfigured(
+        "RATELIMIT_IP_META_KEY=HTTP_X_FORWARDED_FOR needs TRUSTED_PROXIES: a client writes the start of that "
+        "header itself, so name the proxies' addresses (TRUSTED_PROXIES=127.0.0.1 for a proxy on this machine) "
+        "and the address the outermost one saw is taken; or have the proxy set X-Real-IP (docs/deploy.md, The proxy)."
+    )
+RATELIMIT_IP_META_KEY = "config.clientaddress.client_address"
 
 # External services: real when configured, the sandbox otherwise ------------------------------------
 SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8765").rstrip("/")

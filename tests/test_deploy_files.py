@@ -5,8 +5,11 @@ reachable), so their text is what is held to the Procfile."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 import tomllib
 from pathlib import PurePosixPath
 
@@ -146,6 +149,25 @@ def test_the_image_installs_the_lock_without_the_dev_group_and_collects_static_f
     names = {re.match(r"[A-Za-z0-9_.-]+", requirement)[0].lower() for requirement in project["dependencies"]}  # type: ignore[index]
     for command in procfile_commands().values():
         assert shlex.split(command)[0] in names, command
+
+
+def test_the_images_build_time_placeholders_pass_productions_checks_at_start() -> None:
+    """The image's collectstatic runs production's settings on placeholders: each must be one production accepts
+    (every encryption key is checked at start), or the build fails."""
+    collect = next(rest for keyword, rest in dockerfile() if keyword == "RUN" and "collectstatic --noinput" in rest)
+    words = shlex.split(collect.split("python manage.py", 1)[0])
+    placeholders = dict(word.split("=", 1) for word in words)
+    environment = {k: v for k, v in os.environ.items() if k != "OAUTHLIB_INSECURE_TRANSPORT"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={**environment, "DJANGO_SETTINGS_MODULE": "config.settings", **placeholders},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_the_runbook_steps_are_a_numbered_list_of_shell_commands() -> None:

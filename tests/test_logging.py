@@ -3,6 +3,7 @@ id, and never an OAuth callback's code or state, an address or a token."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +124,11 @@ def test_a_workers_json_lines_carry_the_run_person_and_mailbox_but_no_address_or
         assert secret not in text
 
 
-def test_gunicorns_access_log_is_json_without_an_oauth_callbacks_code_and_state(tmp_path: Path) -> None:
-    """gunicorn as the Procfile starts it: the access line of an OAuth callback is JSON and keeps neither its
-    authorization code nor its state."""
+@contextlib.contextmanager
+def gunicorn_web(log: Path) -> Iterator[str]:
+    """gunicorn as the Procfile starts it (one process, JSON lines to `log`), answering /healthz, until the block
+    ends; its base URL."""
     port = free_port()
-    log = tmp_path / "web.log"
     with log.open("wb") as stderr:
         web = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "config.wsgi", "--config", "gunicorn.conf.py"],
@@ -136,25 +138,35 @@ def test_gunicorns_access_log_is_json_without_an_oauth_callbacks_code_and_state(
             stderr=stderr,
         )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while True:
             assert web.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             try:
-                answer = requests.get(
-                    f"http://127.0.0.1:{port}/integrations/google/callback?state=st4te-S3CRET&code=4/0AbC-auth-c0de",
-                    allow_redirects=False,
-                    timeout=60,  # the socket is open while the worker still imports the app
-                )
+                # the socket is open while the worker still imports the app
+                requests.get(f"http://127.0.0.1:{port}/healthz", timeout=60)
                 break
             except requests.ConnectionError:
                 time.sleep(0.3)
-        assert answer.status_code in (302, 400)
-        time.sleep(0.5)  # the access line is written once the answer is sent
+        yield f"http://127.0.0.1:{port}"
+        time.sleep(0.5)  # an access line is written once the answer is sent
     finally:
         stop(web)
 
+
+def test_gunicorns_access_log_is_json_without_an_oauth_callbacks_code_and_state(tmp_path: Path) -> None:
+    """gunicorn as the Procfile starts it: the access line of an OAuth callback is JSON and keeps neither its
+    authorization code nor its state."""
+    log = tmp_path / "web.log"
+    with gunicorn_web(log) as base_url:
+        answer = requests.get(
+            f"{base_url}/integrations/google/callback?state=st4te-S3CRET&code=4/0AbC-auth-c0de",
+            allow_redirects=False,
+            timeout=30,
+        )
+        assert answer.status_code in (302, 400)
+
     lines = json_lines(log.read_text())
-    [access] = [line for line in lines if line["logger"] == "gunicorn.access"]
+    [access] = [line for line in lines if line["logger"] == "gunicorn.access" and "callback" in line["message"]]
     assert "GET /integrations/google/callback?state=[redacted]&code=[redacted] HTTP/1.1" in access["message"]
     assert "S3CRET" not in log.read_text() and "auth-c0de" not in log.read_text()
     assert any(line["logger"] == "gunicorn.error" and "Booting worker" in line["message"] for line in lines)

@@ -242,6 +242,19 @@ def test_production_serves_pages_static_files_and_the_api_docs_through_gunicorn(
     assert "tasklift_queue_length" in scraped.text
 
 
+def test_productions_access_log_keeps_no_token_of_a_refused_request_and_no_reset_link(production: Production) -> None:
+    """Issue 21's request: a program's token put in the query is refused with 401, and logged without it, as a
+    password-reset link is (JSON lines, gunicorn's two processes, behind the proxy's headers)."""
+    token = "tl_" + secrets.token_urlsafe(32)
+    assert production.client.get(f"/api/tasks?token={token}").status_code == 401
+    assert production.client.get("/password-reset/MQ/c4n6ax-0123456789abcdef0123456789abcdef/").status_code == 400
+    time.sleep(0.5)  # the access line is written once the answer is sent
+    text = production.log.read_text()
+    assert "GET /api/tasks?token=[redacted] HTTP/1.1" in text
+    assert "GET /password-reset/[redacted]/[redacted]/ HTTP/1.1" in text
+    assert token[3:] not in text and "c4n6ax" not in text
+
+
 def test_production_is_ready_only_once_a_worker_runs(production: Production, tmp_path: Path) -> None:
     """/readyz in production: 503 naming the worker while beat runs alone, 200 once the Procfile's worker runs."""
     env = {**production.env, "TASKLIFT_LOCAL_DIR": str(tmp_path)}  # beat's schedule file: this test's own

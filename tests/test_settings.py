@@ -212,3 +212,48 @@ def test_logs_are_json_in_production_and_plain_in_development() -> None:
     assert development.stdout.split()[-1:] == ["plain"], development.stderr[-2000:]
     unknown = _import_settings(script, LOG_FORMAT="xml")
     assert unknown.returncode != 0 and "LOG_FORMAT must be 'json' or 'plain'" in unknown.stderr
+
+
+def test_production_refuses_allowed_hosts_that_answer_any_host() -> None:
+    """`*` (or a pattern Django does not read as one, `*.example.com`, or a whole top-level domain) would let any
+    Host header through: links built from it, cache poisoning, a name the site never meant to answer to."""
+    for hosts in ("*", "tasklift.example.com,*", "*.example.com", ".com"):
+        result = _import_settings(**_production(ALLOWED_HOSTS=hosts))
+        assert result.returncode != 0, hosts
+        assert "ALLOWED_HOSTS must name the site's host names" in result.stderr, (hosts, result.stderr[-2000:])
+    subdomains = _import_settings(**_production(ALLOWED_HOSTS="tasklift.example.com,.tasklift.example.com"))
+    assert subdomains.returncode == 0, subdomains.stderr[-2000:]
+
+
+def test_production_refuses_x_forwarded_for_without_the_trusted_proxies_named() -> None:
+    """A client writes the start of X-Forwarded-For: counted by it, every per-address limit is the client's to
+    choose. Production takes it only with TRUSTED_PROXIES, the proxies whose appended addresses it believes."""
+    alone = _import_settings(**_production(RATELIMIT_IP_META_KEY="HTTP_X_FORWARDED_FOR"))
+    assert alone.returncode != 0
+    assert "RATELIMIT_IP_META_KEY=HTTP_X_FORWARDED_FOR needs TRUSTED_PROXIES" in alone.stderr
+
+    named = _import_settings(
+        **_production(RATELIMIT_IP_META_KEY="HTTP_X_FORWARDED_FOR", TRUSTED_PROXIES="127.0.0.1, 10.0.0.0/8, ::1")
+    )
+    assert named.returncode == 0, named.stderr[-2000:]
+
+    wrong = _import_settings(**_production(RATELIMIT_IP_META_KEY="HTTP_X_REAL_IP", TRUSTED_PROXIES="127.0.0.1,proxy"))
+    assert wrong.returncode != 0
+    assert "TRUSTED_PROXIES: 'proxy' is not an IP address or network" in wrong.stderr
+
+    header_name = _import_settings(RATELIMIT_IP_META_KEY="X-Real-IP")
+    assert header_name.returncode != 0
+    assert "RATELIMIT_IP_META_KEY names a request META key such as HTTP_X_REAL_IP" in header_name.stderr
+
+
+def test_every_encryption_key_is_checked_at_start_and_a_bad_one_named_by_position() -> None:
+    from cryptography.fernet import Fernet
+
+    good = Fernet.generate_key().decode()
+    for mode in ("production", "development"):
+        result = _import_settings(**_production(TASKLIFT_MODE=mode, TASKLIFT_ENCRYPTION_KEYS=f"{good},notakey"))
+        assert result.returncode != 0, mode
+        assert "TASKLIFT_ENCRYPTION_KEYS: key 2 of 2 is not a Fernet key" in result.stderr, result.stderr[-2000:]
+        assert "notakey" not in result.stderr and good not in result.stderr  # named by position, never printed
+    alone = _import_settings(**_production(TASKLIFT_ENCRYPTION_KEYS="notakey"))
+    assert "TASKLIFT_ENCRYPTION_KEYS: key 1 of 1 is not a Fernet key" in alone.stderr
