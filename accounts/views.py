@@ -34,7 +34,13 @@ from accounts.services import (
     user_set_timezone,
     user_signup,
 )
-from accounts.throttle import login_throttled
+from accounts.throttle import (
+    LoginThrottled,
+    device_cookie_give,
+    login_attempt_begin,
+    login_attempt_succeeded,
+    login_throttled_response,
+)
 from accounts.verification import VerificationLinkExpired, VerificationLinkInvalid, verification_link_user
 from config.errors import ApplicationError, RateLimitedError
 from config.http import request_user
@@ -137,13 +143,13 @@ def _confirm_and_log_in(request: HttpRequest, user: User) -> HttpResponse:
     return redirect("home")
 
 
-@login_throttled  # the password asked below is counted like a login's (the form names the account "username")
 @require_http_methods(["GET", "POST"])
 def signup_confirm(request: HttpRequest, token: str) -> HttpResponse:
     """The link of the confirmation email. Opened in the browser that signed up (or by the signed-in account
     itself) it confirms and logs in; elsewhere it asks for the account's password first, so that a person who
     clicks the link of a sign-up someone else made with their address does not confirm an account whose
-    password that someone knows."""
+    password that someone knows. That password is counted like a login's, for the account the link names
+    (never for what the form sends)."""
     try:
         user = verification_link_user(token=token)
     except VerificationLinkExpired as error:
@@ -159,8 +165,14 @@ def signup_confirm(request: HttpRequest, token: str) -> HttpResponse:
         return _confirm_and_log_in(request, user)
     form = ConfirmPasswordForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        try:
+            attempt = login_attempt_begin(request=request, account=user.email)
+        except LoginThrottled as refusal:
+            return login_throttled_response(request, refusal)
         if user.check_password(form.cleaned_data["password"]):
-            return _confirm_and_log_in(request, user)
+            response = _confirm_and_log_in(request, user)
+            login_attempt_succeeded(attempt=attempt, request=request, response=response)
+            return response
         form.add_error("password", "That is not the password of this account. Forgot it? Set a new one below.")
     context = {"form": form, "email": user.email}
     return render(request, "accounts/confirm.html", context, status=400 if form.errors else 200)
@@ -207,14 +219,17 @@ class TaskliftPasswordResetView(PasswordResetView):
 
 
 class TaskliftPasswordResetConfirmView(PasswordResetConfirmView):
-    """The link of the reset email. It works while logging in is refused for too many failed attempts; setting
-    the password confirms the address and forgets those failures (user_password_reset_done)."""
+    """The link of the reset email. It works while logging in is slowed for too many failed attempts; setting
+    the password confirms the address (user_password_reset_done) and gives this browser the account's device
+    cookie, so that it logs in whatever strangers keep guessing (accounts/throttle.py). The strangers' count is
+    left as it is: a reset must not give them a fresh start."""
 
     template_name = "registration/password_reset_confirm.html"
 
     def form_valid(self, form: Any) -> HttpResponse:
         response = super().form_valid(form)
         user_password_reset_done(user=form.user)
+        device_cookie_give(response=response, email=form.user.email)
         return response
 
     def form_invalid(self, form: Any) -> HttpResponse:
