@@ -58,15 +58,12 @@ def test_past_the_allowed_failures_a_new_browser_waits_even_with_the_right_passw
 @pytest.mark.parametrize("path", ["/login/", "/admin/login/"])
 def test_a_browser_that_logged_in_before_gets_in_whatever_strangers_guess(path: str, settings) -> None:
     """The issue: ten wrong passwords from ten addresses locked the owner out for 15 minutes."""
+    settings.SESSION_COOKIE_SECURE = True  # production's
     settings.LOGIN_FAILURES_PER_ACCOUNT = 10
     settings.LOGIN_DELAY_SECONDS = 60
     user: User = UserFactory(is_staff=True)
     owner = Client(REMOTE_ADDR="192.0.2.10")
     assert log_in(owner, user.email, PASSWORD, path).status_code == 302
-    [name] = device_cookies(owner)
-    cookie = owner.cookies[name]
-    assert cookie["httponly"] and cookie["samesite"] == "Lax" and int(cookie["max-age"]) == 365 * 86400
-    assert user.email not in name  # a keyed digest names it, not the address
     owner.post("/logout/")
 
     statuses = strangers_guess(user.email, 15, path=path)
@@ -76,6 +73,11 @@ def test_a_browser_that_logged_in_before_gets_in_whatever_strangers_guess(path: 
     assert back.status_code == 302
     assert owner.session["_auth_user_id"] == str(user.pk)
     assert log_in(Client(REMOTE_ADDR="198.51.100.99"), user.email, "guess-99", path).status_code == 429
+    [name] = device_cookies(owner)  # given again at this login
+    cookie = owner.cookies[name]
+    assert cookie["httponly"] and cookie["samesite"] == "Lax" and int(cookie["max-age"]) == 365 * 86400
+    assert cookie["secure"]  # as production's session cookie
+    assert user.email not in name + cookie.value  # a keyed digest and a random id, never the address
 
 
 def test_the_device_cookie_has_a_count_of_its_own_so_a_stolen_copy_is_no_open_door(settings) -> None:
