@@ -9,11 +9,13 @@ account its link names) is counted before it is checked, in sliding windows on t
 - per account, for browsers that never logged in to it: past LOGIN_FAILURES_PER_ACCOUNT within
   LOGIN_ACCOUNT_WINDOW_HOURS, each further attempt waits LOGIN_DELAY_SECONDS after the one before, doubled for
   each one beyond, up to LOGIN_DELAY_MAX_SECONDS. A slowdown, not a lockout: at the cap that is one guess a
-  few minutes for all strangers together, and never a long block;
+  few minutes for all strangers together, and never a long block. (The window is kept short because every
+  name typed costs a small Redis key for that long, existing account or not: counting only existing accounts
+  would tell a guesser which ones exist.);
 - a browser that logged in to the account before holds its device cookie (signed, HttpOnly, given at each
   successful login and each password reset, for LOGIN_DEVICE_COOKIE_DAYS) and is not slowed by the account's
-  count, only by its own: LOGIN_FAILURES_PER_DEVICE within LOGIN_ACCOUNT_WINDOW_HOURS. Past that it is treated
-  as any other browser, so a stolen cookie adds that many guesses, no more.
+  count, only by its own: LOGIN_FAILURES_PER_DEVICE a day. Past that it is treated as any other browser, so a
+  stolen cookie adds that many guesses a day, no more.
 
 A refused attempt is a 429 with Retry-After and never reaches the password check, even with the right password.
 An attempt that logs in is taken out of the counts again.
@@ -122,9 +124,7 @@ def login_attempt_begin(*, request: HttpRequest, account: str) -> LoginAttempt:
     try:
         if device is not None:
             own = Counter(
-                key=counter_key("login-device", device),
-                limit=settings.LOGIN_FAILURES_PER_DEVICE,
-                window_s=_account_window_s(),
+                key=counter_key("login-device", device), limit=settings.LOGIN_FAILURES_PER_DEVICE, window_s=86400
             )
             try:
                 return LoginAttempt(count_take(address, own))
