@@ -13,6 +13,7 @@ beyond, up to `max_delay_ms`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import uuid
@@ -88,6 +89,10 @@ class Counted:
     entry: str
 
 
+class CountingUnavailable(Exception):
+    """Redis cannot be reached: nothing could be counted, so the caller must not let the request through."""
+
+
 class CountRefused(Exception):
     def __init__(self, counter: Counter, retry_after: int) -> None:
         super().__init__(f"refused by {counter.key}, retry after {retry_after} s")
@@ -106,15 +111,20 @@ def count_take(*counters: Counter) -> Counted:
     args: list[Any] = [entry]
     for counter in counters:
         args += [_ms(counter.window_s), counter.limit, _ms(counter.delay_s), _ms(counter.max_delay_s)]
-    refused_by, wait_ms = _redis()["take"](keys=[c.key for c in counters], args=args)
+    try:
+        refused_by, wait_ms = _redis()["take"](keys=[c.key for c in counters], args=args)
+    except redis.RedisError as error:
+        raise CountingUnavailable(type(error).__name__) from error
     if int(refused_by):
         raise CountRefused(counters[int(refused_by) - 1], max(1, -(-int(wait_ms) // 1000)))
     return Counted(keys=tuple(c.key for c in counters), entry=entry)
 
 
 def counted_forget(counted: Counted) -> None:
-    """Take a counted request out again (a login that succeeded is not a failure)."""
+    """Take a counted request out again (a login that succeeded is not a failure). Redis lost meanwhile, it
+    stays counted: one failure too many, never a lost one."""
     pipe = _redis()["client"].pipeline(transaction=False)
     for key in counted.keys:
         pipe.zrem(key, counted.entry)
-    pipe.execute()
+    with contextlib.suppress(redis.RedisError):
+        pipe.execute()

@@ -18,7 +18,8 @@ account its link names) is counted before it is checked, in sliding windows on t
   stolen cookie adds that many guesses a day, no more.
 
 A refused attempt is a 429 with Retry-After and never reaches the password check, even with the right password.
-An attempt that logs in is taken out of the counts again.
+An attempt that logs in is taken out of the counts again. While Redis cannot be reached nothing can be counted,
+so no password is checked either: a 503 page with Retry-After says to try again in a moment.
 """
 
 from __future__ import annotations
@@ -37,7 +38,15 @@ from django.shortcuts import render
 from django.utils.crypto import salted_hmac
 from django_ratelimit.core import _get_ip
 
-from accounts.counting import Counted, Counter, CountRefused, count_take, counted_forget, counter_key
+from accounts.counting import (
+    Counted,
+    Counter,
+    CountingUnavailable,
+    CountRefused,
+    count_take,
+    counted_forget,
+    counter_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +101,13 @@ class LoginAttempt:
 
 
 class LoginThrottled(Exception):
-    def __init__(self, retry_after: int) -> None:
+    def __init__(self, retry_after: int, *, unavailable: bool = False) -> None:
         super().__init__(f"login attempt refused for {retry_after} s")
         self.retry_after = retry_after
+        self.unavailable = unavailable  # Redis out of reach, not too many attempts
+
+
+UNAVAILABLE_RETRY_AFTER = 30
 
 
 def _window_s() -> float:
@@ -137,6 +150,9 @@ def login_attempt_begin(*, request: HttpRequest, account: str) -> LoginAttempt:
         per = "address" if refusal.counter is address else "account"
         logger.warning("login refused: too many failed attempts (per %s), %d s left", per, refusal.retry_after)
         raise LoginThrottled(refusal.retry_after) from None
+    except CountingUnavailable as error:
+        logger.error("login refused: the attempt could not be counted (Redis: %s)", error)
+        raise LoginThrottled(UNAVAILABLE_RETRY_AFTER, unavailable=True) from None
 
 
 def login_attempt_succeeded(*, attempt: LoginAttempt, request: HttpRequest, response: HttpResponseBase) -> None:
@@ -145,7 +161,17 @@ def login_attempt_succeeded(*, attempt: LoginAttempt, request: HttpRequest, resp
     device_cookie_give(response=response, email=str(getattr(request.user, "email", "")))
 
 
+def unavailable_response(request: HttpRequest) -> HttpResponse:
+    """Redis is out of reach, so nothing can be counted: a page saying to try again, never a 500."""
+    context = {"wait_seconds": UNAVAILABLE_RETRY_AFTER}
+    response = render(request, "accounts/unavailable.html", context, status=503)
+    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
+    return response
+
+
 def login_throttled_response(request: HttpRequest, refusal: LoginThrottled) -> HttpResponse:
+    if refusal.unavailable:
+        return unavailable_response(request)
     wait = refusal.retry_after
     context = {"wait_seconds": wait, "wait_minutes": -(-wait // 60)}
     response = render(request, "accounts/login_throttled.html", context, status=429)

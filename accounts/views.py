@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.consent import CONSENT_NOT_SENT, CONSENT_SENT, CONSENT_TERMS, CONSENT_TITLE, CONSENT_VERSION
+from accounts.counting import CountingUnavailable
 from accounts.forms import (
     AccessTokenForm,
     ConfirmPasswordForm,
@@ -21,7 +22,7 @@ from accounts.forms import (
     TimezoneForm,
 )
 from accounts.models import PersonalAccessToken, User
-from accounts.ratelimit import account_rate_check
+from accounts.ratelimit import AccountAction, account_rate_check
 from accounts.selectors import access_token_list, consent_current
 from accounts.services import (
     access_token_create,
@@ -40,6 +41,7 @@ from accounts.throttle import (
     login_attempt_begin,
     login_attempt_succeeded,
     login_throttled_response,
+    unavailable_response,
 )
 from accounts.verification import VerificationLinkExpired, VerificationLinkInvalid, verification_link_user
 from config.errors import ApplicationError, RateLimitedError
@@ -64,6 +66,17 @@ def _rate_limited(request: HttpRequest, error: RateLimitedError) -> HttpResponse
     return response
 
 
+def _emails_refused(request: HttpRequest, *, action: AccountAction, recipient: str) -> HttpResponse | None:
+    """The page refusing a request that would send an account email, or None to go on (accounts/ratelimit.py)."""
+    try:
+        account_rate_check(request=request, action=action, recipient=recipient)
+    except RateLimitedError as error:
+        return _rate_limited(request, error)
+    except CountingUnavailable:
+        return unavailable_response(request)
+    return None
+
+
 def _email_simulated() -> bool:
     """Development without SMTP: the pages say where the email went instead of an inbox."""
     return str(settings.EMAIL_BACKEND) == "django.core.mail.backends.filebased.EmailBackend"
@@ -81,10 +94,8 @@ def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         email = form.cleaned_data["email"]
-        try:
-            account_rate_check(request=request, action="signup", recipient=email)
-        except RateLimitedError as error:
-            return _rate_limited(request, error)
+        if refused := _emails_refused(request, action="signup", recipient=email):
+            return refused
         user = user_signup(
             email=email,
             password=form.cleaned_data["password1"],
@@ -124,10 +135,8 @@ def signup_resend(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _check_inbox(request, form=form, status=400)
     email = form.cleaned_data["email"].strip().lower()
-    try:
-        account_rate_check(request=request, action="resend", recipient=email)
-    except RateLimitedError as error:
-        return _rate_limited(request, error)
+    if refused := _emails_refused(request, action="resend", recipient=email):
+        return refused
     email_confirmation_resend(email=email)
     request.session[SESSION_EMAIL] = email
     messages.success(request, f"We sent the email to {email} again.")
@@ -202,10 +211,8 @@ class TaskliftPasswordResetView(PasswordResetView):
     subject_template_name = "registration/password_reset_subject.txt"
 
     def form_valid(self, form: ResetRequestForm) -> HttpResponse:  # type: ignore[override]
-        try:
-            account_rate_check(request=self.request, action="password-reset", recipient=form.cleaned_data["email"])
-        except RateLimitedError as error:
-            return _rate_limited(self.request, error)
+        if refused := _emails_refused(self.request, action="password-reset", recipient=form.cleaned_data["email"]):
+            return refused
         self.extra_email_context = {
             "site_url": settings.SITE_URL,
             "timeout_minutes": settings.PASSWORD_RESET_TIMEOUT // 60,

@@ -253,3 +253,27 @@ def test_the_confirmation_page_and_the_login_page_share_the_account_count(settin
 
     assert guesser.post(link, {"password": PASSWORD}).status_code == 429
     assert strangers_guess("new@example.com", 1, first=50) == [429]
+
+
+def test_while_redis_is_out_of_reach_no_password_is_checked_and_the_page_says_to_try_again(
+    settings, mailoutbox
+) -> None:
+    """Nothing can be counted, so nothing is let through uncounted: a 503 with Retry-After, never a 500."""
+    link = confirmation_link_of_a_stranger_sign_up(mailoutbox)
+    user: User = UserFactory(is_staff=True)
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": settings.REDIS_URL}}
+
+    answers = [
+        log_in(Client(), user.email, PASSWORD),
+        log_in(Client(), user.email, PASSWORD, "/admin/login/"),
+        Client().post(link, {"password": PASSWORD}),
+        Client().post("/password-reset/", {"email": user.email}),
+        Client().post("/signup/", {"email": "someone@example.com", "password1": PASSWORD, "password2": PASSWORD}),
+    ]
+
+    assert [(a.status_code, a["Retry-After"]) for a in answers] == [(503, "30")] * 5
+    assert all("Try again in a moment" in a.content.decode() for a in answers)
+    assert len(mailoutbox) == 1  # the sign-up's, before
+    assert not User.objects.filter(email="someone@example.com").exists()
+    assert User.objects.get(email="new@example.com").email_verified_at is None
