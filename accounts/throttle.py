@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 DEVICE_COOKIE_PREFIX = "tasklift_device_"
 _DEVICE_SALT = "accounts.throttle.device"
+UNAVAILABLE_RETRY_AFTER = 30  # seconds; Redis restarts in about that
 
 
 def account_name(email: str) -> str:
@@ -105,9 +106,6 @@ class LoginThrottled(Exception):
         super().__init__(f"login attempt refused for {retry_after} s")
         self.retry_after = retry_after
         self.unavailable = unavailable  # Redis out of reach, not too many attempts
-
-
-UNAVAILABLE_RETRY_AFTER = 30
 
 
 def _window_s() -> float:
