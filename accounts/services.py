@@ -12,7 +12,6 @@ from django.utils import timezone
 from accounts.consent import CONSENT_VERSION
 from accounts.emails import account_exists_email_send, verification_email_send
 from accounts.models import AIConsent, PersonalAccessToken, User
-from accounts.throttle import login_failures_forget
 from config.errors import ApplicationError
 
 
@@ -71,10 +70,9 @@ def user_email_confirm(*, user: User) -> User:
 
 def user_password_reset_done(*, user: User) -> User:
     """After a person set a new password through a reset link: the link came by email, so the address is
-    confirmed; and the failed logins counted against the account are forgotten, so that they can log in now
-    even if password guessing had locked it (the count per client address stays)."""
+    confirmed. (Failed logins are not forgotten: the view gives that browser the account's device cookie
+    instead, which lets it past the account's count without restarting it for strangers.)"""
     user_email_confirm(user=user)
-    login_failures_forget(account=user.email)
     return user
 
 

@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.consent import CONSENT_NOT_SENT, CONSENT_SENT, CONSENT_TERMS, CONSENT_TITLE, CONSENT_VERSION
+from accounts.counting import CountingUnavailable
 from accounts.forms import (
     AccessTokenForm,
     ConfirmPasswordForm,
@@ -21,7 +22,7 @@ from accounts.forms import (
     TimezoneForm,
 )
 from accounts.models import PersonalAccessToken, User
-from accounts.ratelimit import account_rate_check
+from accounts.ratelimit import AccountAction, account_rate_check
 from accounts.selectors import access_token_list, consent_current
 from accounts.services import (
     access_token_create,
@@ -34,7 +35,14 @@ from accounts.services import (
     user_set_timezone,
     user_signup,
 )
-from accounts.throttle import login_throttled
+from accounts.throttle import (
+    LoginThrottled,
+    device_cookie_give,
+    login_attempt_begin,
+    login_attempt_succeeded,
+    login_throttled_response,
+    unavailable_response,
+)
 from accounts.verification import VerificationLinkExpired, VerificationLinkInvalid, verification_link_user
 from config.errors import ApplicationError, RateLimitedError
 from config.http import request_user
@@ -58,6 +66,17 @@ def _rate_limited(request: HttpRequest, error: RateLimitedError) -> HttpResponse
     return response
 
 
+def _emails_refused(request: HttpRequest, *, action: AccountAction, recipient: str) -> HttpResponse | None:
+    """The page refusing a request that would send an account email, or None to go on (accounts/ratelimit.py)."""
+    try:
+        account_rate_check(request=request, action=action, recipient=recipient)
+    except RateLimitedError as error:
+        return _rate_limited(request, error)
+    except CountingUnavailable:
+        return unavailable_response(request)
+    return None
+
+
 def _email_simulated() -> bool:
     """Development without SMTP: the pages say where the email went instead of an inbox."""
     return str(settings.EMAIL_BACKEND) == "django.core.mail.backends.filebased.EmailBackend"
@@ -75,10 +94,8 @@ def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         email = form.cleaned_data["email"]
-        try:
-            account_rate_check(request=request, action="signup", recipient=email)
-        except RateLimitedError as error:
-            return _rate_limited(request, error)
+        if refused := _emails_refused(request, action="signup", recipient=email):
+            return refused
         user = user_signup(
             email=email,
             password=form.cleaned_data["password1"],
@@ -118,10 +135,8 @@ def signup_resend(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _check_inbox(request, form=form, status=400)
     email = form.cleaned_data["email"].strip().lower()
-    try:
-        account_rate_check(request=request, action="resend", recipient=email)
-    except RateLimitedError as error:
-        return _rate_limited(request, error)
+    if refused := _emails_refused(request, action="resend", recipient=email):
+        return refused
     email_confirmation_resend(email=email)
     request.session[SESSION_EMAIL] = email
     messages.success(request, f"We sent the email to {email} again.")
@@ -137,13 +152,13 @@ def _confirm_and_log_in(request: HttpRequest, user: User) -> HttpResponse:
     return redirect("home")
 
 
-@login_throttled  # the password asked below is counted like a login's (the form names the account "username")
 @require_http_methods(["GET", "POST"])
 def signup_confirm(request: HttpRequest, token: str) -> HttpResponse:
     """The link of the confirmation email. Opened in the browser that signed up (or by the signed-in account
     itself) it confirms and logs in; elsewhere it asks for the account's password first, so that a person who
     clicks the link of a sign-up someone else made with their address does not confirm an account whose
-    password that someone knows."""
+    password that someone knows. That password is counted like a login's, for the account the link names
+    (never for what the form sends)."""
     try:
         user = verification_link_user(token=token)
     except VerificationLinkExpired as error:
@@ -159,8 +174,14 @@ def signup_confirm(request: HttpRequest, token: str) -> HttpResponse:
         return _confirm_and_log_in(request, user)
     form = ConfirmPasswordForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        try:
+            attempt = login_attempt_begin(request=request, account=user.email)
+        except LoginThrottled as refusal:
+            return login_throttled_response(request, refusal)
         if user.check_password(form.cleaned_data["password"]):
-            return _confirm_and_log_in(request, user)
+            response = _confirm_and_log_in(request, user)
+            login_attempt_succeeded(attempt=attempt, request=request, response=response)
+            return response
         form.add_error("password", "That is not the password of this account. Forgot it? Set a new one below.")
     context = {"form": form, "email": user.email}
     return render(request, "accounts/confirm.html", context, status=400 if form.errors else 200)
@@ -190,10 +211,8 @@ class TaskliftPasswordResetView(PasswordResetView):
     subject_template_name = "registration/password_reset_subject.txt"
 
     def form_valid(self, form: ResetRequestForm) -> HttpResponse:  # type: ignore[override]
-        try:
-            account_rate_check(request=self.request, action="password-reset", recipient=form.cleaned_data["email"])
-        except RateLimitedError as error:
-            return _rate_limited(self.request, error)
+        if refused := _emails_refused(self.request, action="password-reset", recipient=form.cleaned_data["email"]):
+            return refused
         self.extra_email_context = {
             "site_url": settings.SITE_URL,
             "timeout_minutes": settings.PASSWORD_RESET_TIMEOUT // 60,
@@ -207,14 +226,17 @@ class TaskliftPasswordResetView(PasswordResetView):
 
 
 class TaskliftPasswordResetConfirmView(PasswordResetConfirmView):
-    """The link of the reset email. It works while logging in is refused for too many failed attempts; setting
-    the password confirms the address and forgets those failures (user_password_reset_done)."""
+    """The link of the reset email. It works while logging in is slowed for too many failed attempts; setting
+    the password confirms the address (user_password_reset_done) and gives this browser the account's device
+    cookie, so that it logs in whatever strangers keep guessing (accounts/throttle.py). The strangers' count is
+    left as it is: a reset must not give them a fresh start."""
 
     template_name = "registration/password_reset_confirm.html"
 
     def form_valid(self, form: Any) -> HttpResponse:
         response = super().form_valid(form)
         user_password_reset_done(user=form.user)
+        device_cookie_give(response=response, email=form.user.email)
         return response
 
     def form_invalid(self, form: Any) -> HttpResponse:

@@ -398,10 +398,18 @@ CONTENT_SECURITY_POLICY = {
 CSP_REPORT_MAX_BYTES = env_int("CSP_REPORT_MAX_BYTES", 16_384, minimum=1024)
 CSP_REPORTS_PER_MINUTE = env_int("CSP_REPORTS_PER_MINUTE", 60, minimum=1)
 
-# Login: failed attempts allowed per account and per client address within the window (accounts/throttle.py).
-LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 10, minimum=1)
+# Login (accounts/throttle.py): a limit per client address; per account, a slowdown for browsers that never
+# logged in to it (the first wait, doubled for each failure beyond, up to the cap) and a count of its own for a
+# browser holding the account's device cookie (a day's). Sliding windows: the address's in minutes, the account's
+# in hours.
 LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)
 LOGIN_FAILURE_WINDOW_MINUTES = env_int("LOGIN_FAILURE_WINDOW_MINUTES", 15, minimum=1)
+LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 10, minimum=1)
+LOGIN_FAILURES_PER_DEVICE = env_int("LOGIN_FAILURES_PER_DEVICE", 10, minimum=1)
+LOGIN_ACCOUNT_WINDOW_HOURS = env_int("LOGIN_ACCOUNT_WINDOW_HOURS", 1, minimum=1)
+LOGIN_DELAY_SECONDS = env_int("LOGIN_DELAY_SECONDS", 1, minimum=1)
+LOGIN_DELAY_MAX_SECONDS = env_int("LOGIN_DELAY_MAX_SECONDS", 300, minimum=1)
+LOGIN_DEVICE_COOKIE_DAYS = env_int("LOGIN_DEVICE_COOKIE_DAYS", 365, minimum=1)
 
 # Email: SMTP when EMAIL_HOST is set (required in production); in development each message is written to a
 # file under .local/mail/ instead of being sent (the test run uses Django's in-memory outbox).

@@ -218,8 +218,10 @@ def test_production_serves_pages_static_files_and_the_api_docs_through_gunicorn(
     logged_in = client.log_in(ADMIN_EMAIL, ADMIN_PASSWORD)
     assert logged_in.status_code == 302, logged_in.text[-2000:]
     assert logged_in.headers["Location"] == "/"
-    for name in ("sessionid", "csrftoken"):
+    [device] = [name for name in client.cookies if name.startswith("tasklift_device_")]  # accounts/throttle.py
+    for name in ("sessionid", "csrftoken", device):
         assert client.cookies[name].secure, name  # a browser sends them over https only
+    assert client.cookies[device].has_nonstandard_attr("HttpOnly")
 
     tasks = client.get("/")
     assert tasks.status_code == 200, tasks.text[-2000:]

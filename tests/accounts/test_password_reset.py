@@ -56,13 +56,13 @@ def test_the_request_answers_the_same_whether_or_not_the_address_has_an_account(
     assert "If an account uses that address, we emailed it a link" in page
 
 
-def test_a_locked_account_can_reset_its_password_and_then_log_in(client: Client, settings, mailoutbox) -> None:
+def test_a_slowed_account_can_reset_its_password_and_then_log_in(client: Client, settings, mailoutbox) -> None:
     settings.LOGIN_FAILURES_PER_ACCOUNT = 3
+    settings.LOGIN_DELAY_SECONDS = 60
     user: User = UserFactory(email="locked@example.com")
-    guesser = Client(REMOTE_ADDR="203.0.113.9")
-    for _ in range(3):
-        log_in(guesser, user.email, "a-guess")
-    assert log_in(client, user.email, OLD) == 429  # locked, even with the right password
+    for n in range(3):
+        log_in(Client(REMOTE_ADDR=f"203.0.113.{n}"), user.email, "a-guess")
+    assert log_in(client, user.email, OLD) == 429  # slowed, even with the right password
     throttled_page = client.post("/login/", {"username": user.email, "password": OLD}).content.decode()
     assert 'href="/password-reset/"' in throttled_page  # the 429 page offers the way out
 
@@ -75,6 +75,65 @@ def test_a_locked_account_can_reset_its_password_and_then_log_in(client: Client,
     assert log_in(client, user.email, OLD) == 400  # the old password no longer works, and this is not a 429
     assert log_in(client, user.email, NEW) == 302
     assert client.session["_auth_user_id"] == str(user.pk)
+
+
+def test_a_reset_lets_its_browser_in_without_giving_strangers_a_fresh_start(settings, mailoutbox) -> None:
+    """The issue: a reset unlocked the account, and eleven more failures locked it again at once."""
+    settings.LOGIN_FAILURES_PER_ACCOUNT = 3
+    settings.LOGIN_DELAY_SECONDS = 60
+    user: User = UserFactory(email="owner@example.com")
+    for n in range(3):
+        log_in(Client(REMOTE_ADDR=f"203.0.113.{n}"), user.email, "a-guess")
+    owner = Client(REMOTE_ADDR="192.0.2.44")  # a browser that never logged in to the account
+    owner.post("/password-reset/", {"email": user.email})
+    set_new_password(owner, reset_link(mailoutbox[0]))
+
+    after_the_reset = log_in(Client(REMOTE_ADDR="203.0.113.9"), user.email, "another-guess")
+    assert after_the_reset == 429  # strangers are still slowed...
+    assert log_in(owner, user.email, "a-typo") == 400  # ...the browser that set the password is not
+    assert log_in(owner, user.email, NEW) == 302
+
+
+def test_sign_ups_with_the_owners_address_do_not_use_up_their_reset_links(settings, mailoutbox) -> None:
+    settings.ACCOUNT_EMAILS_PER_RECIPIENT = 3
+    UserFactory(email="owner@example.com")
+    for n in range(3):
+        Client(REMOTE_ADDR=f"203.0.113.{n}").post(
+            "/signup/", {"email": "owner@example.com", "password1": NEW, "password2": NEW}
+        )
+    assert len(mailoutbox) == 3  # "someone tried to sign up with your address": no link to set a password
+
+    asked = Client(REMOTE_ADDR="192.0.2.44").post("/password-reset/", {"email": "owner@example.com"})
+
+    assert asked.status_code == 302
+    assert mailoutbox[-1].subject == "Set a new password for Tasklift"
+
+
+def test_when_strangers_asked_for_every_reset_link_allowed_the_owner_holds_them_all_working(
+    settings, mailoutbox
+) -> None:
+    """Strangers can spend the reset emails of an address, but never so that its owner has no working link:
+    they are counted over a link's lifetime, so every link that counts still works. The refusal says so, in
+    the same words whether or not the address has an account."""
+    settings.ACCOUNT_EMAILS_PER_RECIPIENT = 3
+    UserFactory(email="owner@example.com")
+    refusals = {}
+    for email in ("owner@example.com", "nobody@example.com"):
+        for n in range(3):
+            assert Client(REMOTE_ADDR=f"203.0.113.{n}").post("/password-reset/", {"email": email}).status_code == 302
+        refused = Client(REMOTE_ADDR="192.0.2.44").post("/password-reset/", {"email": email})
+        assert refused.status_code == 429
+        [refusals[email]] = re.findall(r'<p role="alert">(.*?)</p>', refused.content.decode(), re.S)
+    assert refusals["owner@example.com"] == refusals["nobody@example.com"]
+    assert "If it has an account, they all still work" in refusals["owner@example.com"]
+    links = [reset_link(message) for message in mailoutbox]
+    assert len(links) == 3  # to the owner; none to an address without an account
+
+    owner = Client(REMOTE_ADDR="192.0.2.44")
+    for link in links:  # every one of them would do: each is opened, the last one used
+        assert owner.get(link).status_code == 302
+    assert set_new_password(owner, links[-1]).status_code == 302
+    assert log_in(owner, "owner@example.com", NEW) == 302
 
 
 def test_a_reset_does_not_clear_the_count_of_the_client_address(client: Client, settings, mailoutbox) -> None:
