@@ -155,13 +155,17 @@ def _attribution(lines: Sequence[str], index: int, *, first_line_may_stand_alone
 
 def _unmarked_attribution(line: str) -> bool:
     """Whether `line` is an attribution even with no ">" quote after it (see the module docstring)."""
-    if len(line) > _MAX_ATTRIBUTION_CHARS or ASK.search(line):
+    # The cheap tests first: the patterns of every language at once are slow on a long list of short lines.
+    if len(line) > _MAX_ATTRIBUTION_CHARS:
         return False
-    if _WROTE.fullmatch(line):
-        return bool(_ADDRESS.search(line) or _TIME.search(line))
-    if _WROTE_NO_COLON.fullmatch(line) and _VERB_LAST.search(line):
-        return bool(_ADDRESS.search(line))
-    return bool(_DATED_ADDRESS.fullmatch(line))
+    address = bool(_ADDRESS.search(line))
+    if line.endswith(":"):
+        found = ((address or _TIME.search(line)) and _WROTE.fullmatch(line)) or (
+            address and _DATED_ADDRESS.fullmatch(line)
+        )
+    else:
+        found = address and _VERB_LAST.search(line) and _WROTE_NO_COLON.fullmatch(line)
+    return bool(found) and not ASK.search(line)
 
 
 def _block_size(lines: Sequence[str], index: int) -> int:

@@ -107,3 +107,12 @@ LOOKS_LIKE_A_HEADER = {
 @pytest.mark.parametrize("body", LOOKS_LIKE_A_HEADER.values(), ids=LOOKS_LIKE_A_HEADER)
 def test_text_that_only_looks_like_a_header_is_kept_whole(body):
     assert clean_body(body, max_chars=4_000) == body
+
+
+def test_a_long_list_of_short_lines_is_cleaned_not_a_crash():
+    # Each line without a full stop may be the first part of a wrapped header; looking for one line after the
+    # next went one call deeper per line: a pasted list of a thousand items raised RecursionError while its
+    # batch's prompt was built, and every run stopped there (internal_error), its mailbox read no further.
+    body = "Can you ship these by Friday?\n" + "\n".join(f"#{1000 + item} 10 pcs" for item in range(1500))
+    cleaned = clean_body(body, max_chars=4_000)
+    assert cleaned.startswith("Can you ship these by Friday?\n#1000 10 pcs\n#1001 10 pcs")
