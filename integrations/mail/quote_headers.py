@@ -58,8 +58,11 @@ _TIME = re.compile(r"(?<![\d.:])\d{1,2}[:.]\d{2}(?![\d.])")
 _ADDRESS = re.compile(r"@|mailto:", re.IGNORECASE)
 # Yandex's "30.09.2017, 18.30, "Name" <address>:", Mail.ru's "<date>, 3:32 PM +0300 from <address> <address>:",
 # Gmail's "2017-11-24 16:32 GMT+01:00 Name <address>:" and its Russian "<weekday>, 30 <month>. 2025 <year> в 15:19,
-# Name <address>:".
-_DATED_ADDRESS = re.compile(r"(?=.*\b(?:19|20)\d{2}\b)(?=.*\d{1,2}[:.]\d{2}).*<[^<>\s]+@[^<>\s]+>\s*:")
+# Name <address>:". Each starts with its date, its time or a weekday: "Meeting on 24.11.2026 at 10:00 with
+# Carol <carol@example.com>:" is the person's.
+_DATED_ADDRESS = re.compile(
+    r"(?=\d|[^\W\d]{1,12}\.?,)(?=.*\b(?:19|20)\d{2}\b)(?=.*\d{1,2}[:.]\d{2}).*<[^<>\s]+@[^<>\s]+>\s*:"
+)
 
 
 def _field(names: Sequence[str]) -> re.Pattern[str]:

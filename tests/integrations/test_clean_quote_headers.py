@@ -93,6 +93,10 @@ LOOKS_LIKE_A_HEADER = {
     "a_meeting_with_an_address_and_a_colon": (
         "Hi Sam,\nMeeting at 10:00 with Carol <carol@example.com>:\nPlease prepare the Q3 numbers."
     ),
+    "a_dated_meeting_with_an_address_and_a_colon": (
+        "Hi Sam,\nMeeting on 24.11.2026 at 10:00 with Carol <carol@example.com>:\n- the budget\n- the hires\n"
+        "Please prepare the Q3 numbers."
+    ),
     "a_dashed_heading": "Hi Sam,\n---- Agenda for 24 Nov ----\nBudget, hires, launch.\nCan you send the slides?",
     "a_dashed_original_message_line_in_a_sentence": (
         "Hi Sam,\nPlease forward the original message to Legal, not a copy.\nThanks for checking."
