@@ -81,3 +81,14 @@ def test_a_signature_box_with_a_top_border_is_not_taken_for_outlooks_header():
 def test_numbered_and_dashed_lines_are_not_escaped_as_markdown():
     html = "<div>1. Send the report.</div><div>- Book the room.</div><div>+ Call Ana.</div>"
     assert html_to_text(html) == "1. Send the report.\n\n- Book the room.\n\n+ Call Ana."
+
+
+def test_outlooks_french_header_box_with_envoye_le_goes_with_the_old_ask():
+    html = (
+        "<div><p>Bonjour Carol,</p><p>Le contrat est signé.</p></div>"
+        '<div style="border:none;border-top:solid #E1E1E1 1.0pt;padding:3.0pt 0cm 0cm 0cm">'
+        "<p><b>De :</b> Carol Diaz &lt;carol@example.fr&gt;<br><b>Envoyé le :</b> lundi 24 novembre 2026 10:00<br>"
+        "<b>À :</b> Dan Okafor &lt;dan@example.fr&gt;<br><b>Objet :</b> Contrat</p></div>"
+        "<p>Pourriez-vous m'envoyer le contrat signé avant vendredi ?</p>"
+    )
+    assert _prompt_text(html) == "Bonjour Carol,\n\nLe contrat est signé."
