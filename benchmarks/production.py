@@ -319,6 +319,7 @@ def deployment_env(
         PUSH_BASE_URL=site,  # plain http only because the sandbox pushes on loopback (see docs/deploy.md)
         ALLOWED_HOSTS="127.0.0.1,localhost",
         RATELIMIT_IP_META_KEY="HTTP_X_REAL_IP",
+        TRUSTED_PROXIES="127.0.0.1",  # as the runbook's Step 5 says: the pushes and the scrapes come from here
         CSRF_TRUSTED_ORIGINS=site,
         SECURE_SSL_REDIRECT="false",  # no proxy in front here to answer http with a redirect
         PORT=str(web_port),
