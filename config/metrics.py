@@ -61,6 +61,11 @@ RUN_EMAILS = Counter(
     ["kind"],
 )
 RUN_TASKS = Counter("tasklift_extraction_tasks_created", "Tasks created by ended runs.")
+RUN_TASKS_UNGROUNDED = Counter(
+    "tasklift_extraction_tasks_ungrounded",
+    "Tasks Gemini gave in ended runs whose sentence is not in their email (not kept): a rise is the model, or "
+    "the prompt, going wrong.",
+)
 GEMINI_CALLS = Counter(
     "tasklift_gemini_calls",
     "Gemini generateContent requests, by outcome: ok, rate_limited (429), server_error, client_error, timeout, "
@@ -103,6 +108,7 @@ def run_ended(run: ExtractionRun) -> None:
     for kind, field in RUN_COUNTS.items():
         RUN_EMAILS.labels(kind).inc(getattr(run, field))
     RUN_TASKS.inc(run.tasks_created)
+    RUN_TASKS_UNGROUNDED.inc(run.tasks_ungrounded)
 
 
 def push_rings_count(provider: str, **outcomes: int) -> None:

@@ -29,6 +29,9 @@ class RunCountsOut(Schema):
     cut_to_fit: int = 0  # emails whose sender, subject or body was cut to fit the prompt
     skipped_bulk: int = 0  # newsletters, notifications and list mail not sent to Gemini
     secrets_redacted: int = 0  # one-time codes, passwords, card numbers... replaced before sending
+    ungrounded: int = Field(
+        0, description="Tasks Gemini gave whose sentence Tasklift did not find in their email: not kept."
+    )
 
 
 class RunLLMOut(Schema):

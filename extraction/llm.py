@@ -3,7 +3,9 @@
 `GeminiClient.extract(emails)` sends one batch (at most ten emails, named email_1 … email_N in the prompt),
 asks for JSON in the shape of `prompt.ExtractionAnswer`, and checks the answer by code: the ids must be
 exactly the batch's, titles and task counts are bounded, dates must parse. Anything else raises an
-`LLMError`; the caller sees plain objects and these errors, never google-genai's types.
+`LLMError`; the caller sees plain objects and these errors, never google-genai's types. A task whose sentence
+is not in its email (`extraction.grounding`) is left out and counted (`LLMResult.ungrounded`): the rest of the
+answer stands, and the email is handled.
 
 Transient failures (429, 5xx, timeouts) are retried by google-genai itself (HttpRetryOptions); what is
 still failing after that raises `LLMUnavailable`.
@@ -34,6 +36,7 @@ from pydantic import ValidationError
 from config.metrics import GEMINI_TOKENS, gemini_call_observed
 from config.trust import certificate_missing
 from extraction.crashpoints import crash_point
+from extraction.grounding import sentence_found
 from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, Prompt, build_prompt
 from extraction.quota import QuotaExhausted, gemini_quota_pause, gemini_quota_take
 from integrations.mail.text import without_format_characters
@@ -136,6 +139,7 @@ class ExtractedTask:
     title: str
     due_date: date | None
     priority: Priority
+    sentence: str = ""  # the email's own words the task comes from, as found in the text the prompt carried
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,8 @@ class LLMResult:
     calls: int = 1  # HTTP requests made, retries included
     cut: int = 0  # emails of the batch whose sender, subject or body was cut to fit the prompt
     redacted: dict[str, int] = field(default_factory=dict)  # secrets kept out of the prompt, by kind
+    # temporary id -> tasks Gemini gave whose sentence is not in the email: left out of `tasks`
+    ungrounded: dict[str, int] = field(default_factory=dict)
     model: str = ""
     prompt_version: str = PROMPT_VERSION
 
@@ -269,9 +275,7 @@ class GeminiClient:
         prompt = prompt or self.prepare(emails)
         self._attempts.count = 0
         try:
-            return dataclasses.replace(
-                self._extract(prompt.contents, prompt.mapping), cut=prompt.cut, redacted=prompt.redacted
-            )
+            return dataclasses.replace(self._extract(prompt), cut=prompt.cut, redacted=prompt.redacted)
         except LLMError as error:
             error.calls = self._attempts.count
             raise
@@ -332,9 +336,10 @@ class GeminiClient:
             ),
         )
 
-    def _extract(self, contents: str, mapping: dict[str, Email]) -> LLMResult:
+    def _extract(self, prompt: Prompt) -> LLMResult:
+        mapping = prompt.mapping
         try:
-            response = self._generate(contents)
+            response = self._generate(prompt.contents)
         except errors.APIError as exc:
             raise _api_error(exc, attempts=self._attempts.count) from exc
         except httpx2.TimeoutException as exc:
@@ -362,7 +367,10 @@ class GeminiClient:
         except LLMBadOutput as error:
             error.usage = usage
             raise
-        return LLMResult(tasks=tasks, emails=mapping, usage=usage, calls=calls, model=self.model)
+        grounded, ungrounded = _grounded(tasks, prompt.texts)
+        return LLMResult(
+            tasks=grounded, emails=mapping, usage=usage, calls=calls, model=self.model, ungrounded=ungrounded
+        )
 
     # Validation -------------------------------------------------------------------------------------
     @staticmethod
@@ -410,13 +418,17 @@ class GeminiClient:
                     "are accepted.",
                     code="too_many_tasks",
                 )
-            tasks[email_id] = [self._task(email_id, task.title, task.due_date, task.priority) for task in entry.tasks]
+            tasks[email_id] = [
+                self._task(email_id, task.title, task.due_date, task.priority, task.sentence) for task in entry.tasks
+            ]
         missing = [email_id for email_id in mapping if email_id not in tasks]
         if missing:
             raise LLMBadOutput(f"Gemini's answer leaves out {', '.join(missing)}.", code="missing_id")
         return tasks
 
-    def _task(self, email_id: str, title: str, due_date: str | None, priority: Priority | None) -> ExtractedTask:
+    def _task(
+        self, email_id: str, title: str, due_date: str | None, priority: Priority | None, sentence: str
+    ) -> ExtractedTask:
         title = " ".join(without_format_characters(title).split())  # a title of zero-width spaces is empty
         if not title:
             raise LLMBadOutput(f"Gemini gave a task without a title for {email_id}.", code="empty_title")
@@ -426,10 +438,36 @@ class GeminiClient:
                 "are accepted.",
                 code="title_too_long",
             )
-        return ExtractedTask(title=title, due_date=_due_date(email_id, due_date), priority=priority or "medium")
+        return ExtractedTask(
+            title=title, due_date=_due_date(email_id, due_date), priority=priority or "medium", sentence=sentence
+        )
 
     def _count_attempt(self, _request: httpx2.Request) -> None:
         self._attempts.count = getattr(self._attempts, "count", 0) + 1
+
+
+def _grounded(
+    tasks: dict[str, list[ExtractedTask]], texts: dict[str, str]
+) -> tuple[dict[str, list[ExtractedTask]], dict[str, int]]:
+    """The tasks whose sentence stands in their email's text, each keeping the email's own words for it, and
+    how many of each email's were left out. Checked after the shape (a malformed answer is still bad output,
+    to retry or isolate); an ungrounded task is not: the model read the email and invented or recalled a
+    sentence, which another attempt would not make a fact. What it quoted is not kept, nor logged."""
+    grounded: dict[str, list[ExtractedTask]] = {}
+    ungrounded: dict[str, int] = {}
+    for email_id, found in tasks.items():
+        grounded[email_id] = []
+        for task in found:
+            words = sentence_found(task.sentence, texts.get(email_id, ""))
+            if words is None:
+                ungrounded[email_id] = ungrounded.get(email_id, 0) + 1
+            else:
+                grounded[email_id].append(dataclasses.replace(task, sentence=words))
+    if ungrounded:
+        logger.info(
+            "gemini quoted %d sentences not in their emails; those tasks are left out", sum(ungrounded.values())
+        )
+    return grounded, ungrounded
 
 
 def server_retry_delay(exc: errors.APIError) -> float | None:

@@ -56,6 +56,8 @@ class ExtractionRun(TimeStampedModel):
     emails_already_done = models.PositiveIntegerField(default=0)
     emails_sent_to_llm = models.PositiveIntegerField(default=0)
     tasks_created = models.PositiveIntegerField(default=0)
+    # Tasks Gemini gave whose sentence is not in their email (extraction.grounding): not written.
+    tasks_ungrounded = models.PositiveIntegerField("tasks not kept (sentence not in the email)", default=0)
     emails_quarantined = models.PositiveIntegerField(default=0)
     emails_cut = models.PositiveIntegerField(default=0)  # a sender, subject or body cut to fit the prompt
     emails_skipped = models.PositiveIntegerField(default=0)  # bulk mail not sent to Gemini (the bulk rule)

@@ -89,6 +89,7 @@ def run_as_dict(run: ExtractionRun) -> dict[str, object]:
             "already_done": run.emails_already_done,
             "sent_to_llm": run.emails_sent_to_llm,
             "tasks_created": run.tasks_created,
+            "ungrounded": run.tasks_ungrounded,
             "quarantined": run.emails_quarantined,
             "cut_to_fit": run.emails_cut,
             "skipped_bulk": run.emails_skipped,

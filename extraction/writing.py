@@ -106,12 +106,23 @@ class BatchWriter:
                     email_subject=email.subject,
                     email_received_at=email.received_at,
                     run_id=self.record.run.pk,
+                    sentence=task.sentence,
                 )
                 for task in found
             )
             outcome = ProcessedEmail.Outcome.TASKS if found else ProcessedEmail.Outcome.NO_TASKS
+            # Tasks whose sentence is not in the email are not written; the email is handled all the same
+            # (an answer without evidence is not a poison to set aside), its ledger row saying how many.
+            ungrounded = result.ungrounded.get(temp_id(index), 0)
             entries.append(
-                LedgerEntry(integration.pk, email.message_id, outcome, len(found), email_key=email.internet_message_id)
+                LedgerEntry(
+                    integration.pk,
+                    email.message_id,
+                    outcome,
+                    len(found),
+                    f"ungrounded:{ungrounded}" if ungrounded else "",
+                    email_key=email.internet_message_id,
+                )
             )
         linked = [
             EmailCopy(
@@ -160,6 +171,7 @@ class BatchWriter:
                 emails_skipped=F("emails_skipped") + len(skipped),
                 secrets_redacted=F("secrets_redacted") + (sum(result.redacted.values()) if result else 0),
                 tasks_created=F("tasks_created") + created,
+                tasks_ungrounded=F("tasks_ungrounded") + (sum(result.ungrounded.values()) if result else 0),
                 llm_calls=F("llm_calls") + (result.calls if result else 0),
                 prompt_tokens=F("prompt_tokens") + (result.usage.prompt_tokens if result else 0),
                 output_tokens=F("output_tokens") + (result.usage.output_tokens if result else 0),

@@ -51,6 +51,11 @@ class SandboxClient:
     def set_gemini_latency(self, ms: int) -> None:
         self.call("PUT", "/settings", json={"gemini_latency_ms": ms})
 
+    def gemini_sentences(self, sentences: dict[str, str]) -> None:
+        """Gemini quotes `sentences[key]` as the sentence of each task whose own sentence holds `key` (any case),
+        whether or not the email holds it; `{}` stops it."""
+        self.call("PUT", "/settings", json={"gemini_sentences": sentences})
+
     def push_settings(
         self,
         *,

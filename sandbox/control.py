@@ -91,6 +91,10 @@ class SettingsIn(BaseModel):
     push_retry_delays_ms: list[Annotated[int, Field(ge=0, le=60_000)]] | None = Field(default=None, max_length=20)
     graph_validation_timeout_ms: int | None = Field(default=None, ge=1, le=60_000)
     gmail_watch_pushes_every_change: bool | None = None
+    # Part of an ask sentence (any case) -> the sentence Gemini quotes for that task instead ({} for none).
+    gemini_sentences: (
+        dict[Annotated[str, Field(min_length=1, max_length=500)], Annotated[str, Field(max_length=2_000)]] | None
+    ) = Field(default=None, max_length=50)
 
 
 @blueprint.post("/reset")

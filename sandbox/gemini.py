@@ -3,11 +3,13 @@
 POST /v1/models/<model>:generateContent and /v1beta/models/<model>:generateContent. The answer comes from
 sandbox/reader.py (rules in sandbox/READER.md). With responseMimeType application/json and a response
 schema, the reader's answer is conformed to the schema given, as the real model's output would be.
-Faults, the request log and latency come from the shared sandbox state (see sandbox/app.py).
+Faults, the request log and latency come from the shared sandbox state (see sandbox/app.py), and so does
+`gemini_sentences`, which makes the answer quote a sentence of the test's choosing (`misquoted`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -16,7 +18,7 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from sandbox.app import GOOGLE_STATUS, json_response, sandbox_state
-from sandbox.reader import read_prompt
+from sandbox.reader import ReaderAnswer, read_prompt
 
 blueprint = Blueprint("gemini", __name__)
 
@@ -62,6 +64,7 @@ def generate_content(version: str, target: str) -> Response:
     state = sandbox_state()
     with state.lock:
         latency_ms = int(state.settings.get("gemini_latency_ms", 0))
+        sentences = dict(state.settings.get("gemini_sentences") or {})
         response_id = f"sandbox-{state.next_id()}"
     if latency_ms:
         time.sleep(latency_ms / 1000)
@@ -69,7 +72,7 @@ def generate_content(version: str, target: str) -> Response:
     prompt = _texts(contents)
     instruction = body.get("systemInstruction") or body.get("system_instruction")
     instruction_text = _texts([instruction]) if isinstance(instruction, dict) else ""
-    text = answer_text(prompt, config)
+    text = answer_text(prompt, config, sentences=sentences)
     prompt_tokens = math.ceil((len(prompt) + len(instruction_text)) / 4)
     output_tokens = math.ceil(len(text) / 4)
     return json_response(
@@ -88,9 +91,9 @@ def generate_content(version: str, target: str) -> Response:
     )
 
 
-def answer_text(prompt: str, config: dict[str, Any]) -> str:
-    """The model's text for `prompt` under `config` (a generationConfig)."""
-    answer = read_prompt(prompt)
+def answer_text(prompt: str, config: dict[str, Any], *, sentences: dict[str, str] | None = None) -> str:
+    """The model's text for `prompt` under `config` (a generationConfig); `sentences` as in `misquoted`."""
+    answer = misquoted(read_prompt(prompt), sentences or {})
     if answer.echo is not None:
         return answer.echo
     mime = config.get("responseMimeType") or config.get("response_mime_type")
@@ -101,6 +104,27 @@ def answer_text(prompt: str, config: dict[str, Any]) -> str:
     if isinstance(schema, dict):
         return json.dumps(conform(canonical, schema), ensure_ascii=False)
     return json.dumps(canonical, ensure_ascii=False)
+
+
+def misquoted(answer: ReaderAnswer, sentences: dict[str, str]) -> ReaderAnswer:
+    """The answer with each task whose sentence holds a key of `sentences` (ignoring case) quoting that key's
+    value instead: a sentence the email may not hold (invented, or recalled from the quoted part the prompt
+    left out), as a real model may answer, so that a test shows such a task is refused. The first key found
+    wins."""
+    if not sentences:
+        return answer
+    lowered = [(key.lower(), value) for key, value in sentences.items()]
+
+    def quoted(sentence: str) -> str:
+        return next((value for key, value in lowered if key in sentence.lower()), sentence)
+
+    return dataclasses.replace(
+        answer,
+        emails=[
+            (email_id, [dataclasses.replace(task, sentence=quoted(task.sentence)) for task in tasks])
+            for email_id, tasks in answer.emails
+        ],
+    )
 
 
 def _first(mapping: dict[str, Any], *keys: str) -> Any:

@@ -134,9 +134,11 @@ class ReaderTask:
     title: str
     due_date: date | None
     priority: str  # "low" | "medium" | "high"
+    sentence: str = ""  # the ask sentence, as the email wrote it
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "sentence": self.sentence,
             "title": self.title,
             "due_date": self.due_date.isoformat() if self.due_date else None,
             "priority": self.priority,
@@ -216,10 +218,11 @@ def parse_emails(prompt: str) -> list[ReaderEmail]:
 
 def tasks_for(email: ReaderEmail) -> list[ReaderTask]:
     """The tasks an email asks of its reader, by the rules in READER.md."""
-    lines = [line.strip() for line in _normalise(email.body).split("\n")]
+    # The lines as written: each task quotes its sentence verbatim; the rules read them normalised.
+    lines = [line.strip() for line in email.body.split("\n")]
     lines = [line for line in lines if line and not line.startswith(">")]
     subject = _normalise(email.subject)
-    everything = (subject + "\n" + "\n".join(lines)).lower()
+    everything = _normalise(subject + "\n" + "\n".join(lines)).lower()
     if any(p in everything for p in _NO_TASK_PHRASES) or any(p in subject.lower() for p in _NO_TASK_SUBJECT):
         return []
     tasks: list[ReaderTask] = []
@@ -232,7 +235,8 @@ def tasks_for(email: ReaderEmail) -> list[ReaderTask]:
             if not title or title.casefold() in seen:
                 continue
             seen.add(title.casefold())
-            tasks.append(ReaderTask(title, find_due_date(sentence, email.sent_on), find_priority(sentence, subject)))
+            due, priority = find_due_date(sentence, email.sent_on), find_priority(sentence, subject)
+            tasks.append(ReaderTask(title, due, priority, sentence=sentence.strip()))
             if len(tasks) == MAX_TASKS:
                 return tasks
     return tasks

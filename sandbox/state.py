@@ -22,6 +22,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "push_retry_delays_ms": [50, 100, 200, 400],  # before each redelivery of a push not acknowledged
     "graph_validation_timeout_ms": 10_000,  # how long Graph waits for the answer to its validation request
     "gmail_watch_pushes_every_change": False,  # a watch ignores its labelIds, as reported of live Gmail
+    "gemini_sentences": {},  # part of an ask sentence -> the sentence Gemini quotes instead (sandbox/gemini.py)
 }
 
 

@@ -34,7 +34,9 @@ class TaskAdmin(admin.ModelAdmin[Task]):
     list_select_related = ("user",)
     show_full_result_count = False
     paginator = EstimatedCountPaginator
-    readonly_fields = ("user", "source", "source_id", "title_key", "integration", "run", "created_at", "updated_at")
+    readonly_fields = (
+        "user", "source", "source_id", "title_key", "sentence", "integration", "run", "created_at", "updated_at",
+    )  # fmt: skip
     inlines = (TaskLinkInline,)
 
     def get_search_results(

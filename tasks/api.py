@@ -47,6 +47,11 @@ class TaskOut(Schema):
     email_sender: str
     email_subject: str
     email_received_at: datetime | None
+    sentence: str = Field(
+        description="The sentence of the email the task came from, verbatim (whitespace on one line), as Tasklift "
+        "found it in the email's cleaned text: the evidence for the task, never edited. Empty for tasks added by "
+        "hand and for tasks made before sentences were kept."
+    )
     links: list[TaskLinkOut]
     created_at: datetime
     updated_at: datetime

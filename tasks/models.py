@@ -50,6 +50,11 @@ class Task(TimeStampedModel):
     email_sender = models.CharField(max_length=500, blank=True)
     email_subject = models.CharField(max_length=1000, blank=True)
     email_received_at = models.DateTimeField(null=True, blank=True)
+    # The email's own words the task comes from, found in its cleaned text (extraction.grounding): evidence,
+    # not edited by anyone. "" for tasks added by hand and those made before sentences were kept. Room for
+    # extraction.grounding.MAX_SENTENCE_CHARS, which cuts what it keeps to fit. A default in the database too:
+    # tasks are inserted in SQL (tasks.services), and during an upgrade by code that does not know the column.
+    sentence = models.CharField(max_length=300, blank=True, default="", db_default="")
     run = models.ForeignKey(
         "extraction.ExtractionRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="tasks"
     )

@@ -61,6 +61,7 @@ class EmailTaskRow:
     email_subject: str
     email_received_at: datetime
     run_id: int | None
+    sentence: str = ""  # the email's words the task comes from (extraction.grounding)
 
 
 def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
@@ -75,6 +76,9 @@ def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
     created = _task_insert(rows)
     _task_link(rows)
     return created
+
+
+_SENTENCE_MAX = Task._meta.get_field("sentence").max_length or 0
 
 
 def _task_insert(rows: list[EmailTaskRow]) -> int:
@@ -93,6 +97,7 @@ def _task_insert(rows: list[EmailTaskRow]) -> int:
         "email_subject": ("text", [shown_text(r.email_subject)[:1000] for r in rows]),
         "email_received_at": ("timestamptz", [r.email_received_at for r in rows]),
         "run_id": ("bigint", [r.run_id for r in rows]),
+        "sentence": ("text", [db_text(shown_text(r.sentence))[:_SENTENCE_MAX] for r in rows]),
     }
     names = ", ".join(columns)
     unnest = ", ".join(f"%s::{kind}[]" for kind, _ in columns.values())

@@ -33,7 +33,9 @@ class IntegrationFactory(factory.django.DjangoModelFactory[Integration]):
     account_address = factory.Sequence(lambda n: f"box{n}@example.com")
 
 
-def email_task_row(user: User, integration: Integration, message_id: str, title: str) -> EmailTaskRow:
+def email_task_row(
+    user: User, integration: Integration, message_id: str, title: str, *, sentence: str = ""
+) -> EmailTaskRow:
     """A task the pipeline found in an email of `integration` (for `task_insert_from_emails`)."""
     return EmailTaskRow(
         user_id=user.pk,
@@ -48,4 +50,5 @@ def email_task_row(user: User, integration: Integration, message_id: str, title:
         email_subject=f"About {title}",
         email_received_at=timezone.now(),
         run_id=None,
+        sentence=sentence,
     )

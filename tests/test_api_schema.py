@@ -19,8 +19,8 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from accounts.services import access_token_create, consent_grant
 from extraction.models import ExtractionRun
-from tasks.services import task_create
-from tests.factories import IntegrationFactory, UserFactory
+from tasks.services import task_create, task_insert_from_emails
+from tests.factories import IntegrationFactory, UserFactory, email_task_row
 
 schema = schemathesis.openapi.from_wsgi("/api/openapi.json", WSGIHandler())
 
@@ -43,9 +43,13 @@ def token(db: None, keep_test_connection: None) -> str:
     """A person with something of everything, so that generated ids sometimes hit a real object."""
     user = UserFactory()
     consent_grant(user=user)
-    IntegrationFactory(user=user)
+    mailbox = IntegrationFactory(user=user)
     for n in range(3):
         task_create(user=user, title=f"Task {n}")
+    # A task from an email, with the sentence it came from: every answer listing it is held to the document.
+    task_insert_from_emails(
+        rows=[email_task_row(user, mailbox, "18c3fa9e0b000001", "Sign the lease", sentence="Please sign the lease.")]
+    )
     ExtractionRun.objects.create(user=user, trigger="api")
     _, secret = access_token_create(user=user, name="schemathesis")
     return secret
@@ -64,3 +68,11 @@ def test_the_api_keeps_to_its_document(case: schemathesis.Case, token: str) -> N
     # today, and a title must hold a visible character, which JSON Schema cannot say; such a request is a
     # documented 422 naming the field.
     case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, excluded_checks=[positive_data_acceptance])
+
+
+def test_the_document_declares_each_tasks_sentence_and_no_input_takes_it() -> None:
+    components = schema.raw_schema["components"]["schemas"]
+    sentence = components["TaskOut"]["properties"]["sentence"]
+    assert sentence["type"] == "string" and "sentence" in components["TaskOut"]["required"]
+    assert "verbatim" in sentence["description"]
+    assert all("sentence" not in components[name]["properties"] for name in ("TaskIn", "TaskPatch"))

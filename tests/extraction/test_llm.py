@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from extraction.grounding import MAX_SENTENCE_CHARS
 from extraction.llm import (
     ExtractedTask,
     GeminiClient,
@@ -56,7 +57,14 @@ def test_tasks_come_back_keyed_by_temporary_id_and_map_to_message_ids(sandbox):
     result = GeminiClient().extract(emails)
 
     assert result.tasks == {
-        "email_1": [ExtractedTask(title="Send the Q3 budget by Friday", due_date=date(2026, 11, 27), priority="high")],
+        "email_1": [
+            ExtractedTask(
+                title="Send the Q3 budget by Friday",
+                due_date=date(2026, 11, 27),
+                priority="high",
+                sentence="Could you send the Q3 budget by Friday?",
+            )
+        ],
         "email_2": [],
     }
     assert result.by_message_id() == {
@@ -80,7 +88,21 @@ def test_the_request_asks_for_json_in_the_answer_schema_on_v1beta(sandbox):
     task_schema = schema["properties"]["emails"]["items"]["properties"]["tasks"]["items"]
     assert task_schema["properties"]["priority"]["enum"] == ["low", "medium", "high"]
     assert task_schema["properties"]["due_date"]["nullable"] is True
+    # Each task quotes its sentence, bounded, written first: the model copies the evidence, then sums it up.
+    assert next(iter(task_schema["properties"])) == "sentence" and "sentence" in task_schema["required"]
+    sentence = task_schema["properties"]["sentence"]
+    assert sentence.get("maxLength", sentence.get("max_length")) == MAX_SENTENCE_CHARS  # the SDK sends proto names
     assert "never follow" in body["systemInstruction"]["parts"][0]["text"]
+
+
+def test_a_task_whose_sentence_is_not_in_its_email_is_left_out_and_counted(sandbox):
+    sandbox.gemini_sentences({"the invoice": "Please pay the invoice today."})  # not what the email says
+    emails = [make_email(1, "Could you pay the invoice by Friday?"), make_email(2, "Please call me tomorrow.")]
+
+    result = GeminiClient().extract(emails)
+
+    assert result.tasks["email_1"] == [] and result.ungrounded == {"email_1": 1}
+    assert [task.title for task in result.tasks["email_2"]] == ["Call me tomorrow"]
 
 
 def test_a_503_twice_then_200_is_retried_to_success(sandbox):
@@ -88,7 +110,9 @@ def test_a_503_twice_then_200_is_retried_to_success(sandbox):
 
     result = GeminiClient().extract([make_email(1, "Please call me tomorrow.")])
 
-    assert result.tasks["email_1"] == [ExtractedTask("Call me tomorrow", date(2026, 11, 26), "medium")]
+    assert result.tasks["email_1"] == [
+        ExtractedTask("Call me tomorrow", date(2026, 11, 26), "medium", sentence="Please call me tomorrow.")
+    ]
     assert result.calls == 3
     assert [r["status"] for r in gemini_posts(sandbox)] == [503, 503, 200]
 

@@ -73,6 +73,7 @@ def test_api_reads_the_run_record(client: Client, gmail: GmailBox, consenting_us
         "already_done": 0,
         "sent_to_llm": 1,
         "tasks_created": 1,
+        "ungrounded": 0,
         "quarantined": 0,
         "cut_to_fit": 0,
         "skipped_bulk": 0,

@@ -122,8 +122,31 @@ def test_a_plain_json_schema_is_honoured_too(sandbox, client):
 def test_json_without_a_schema_is_the_readers_canonical_answer(sandbox, client):
     response = client().models.generate_content(model="gemini-2.5-flash", contents=PROMPT, config=json_config())
     assert json.loads(response.text)["emails"][0]["tasks"] == [
-        {"title": "Send the Q3 budget by December 5", "due_date": "2026-12-05", "priority": "medium"}
+        {
+            "sentence": "Hi Bob, could you send the Q3 budget by December 5?",
+            "title": "Send the Q3 budget by December 5",
+            "due_date": "2026-12-05",
+            "priority": "medium",
+        }
     ]
+
+
+def test_gemini_can_be_told_to_quote_a_sentence_the_email_does_not_hold(sandbox, client):
+    sandbox.gemini_sentences({"Q3 BUDGET": "Please wire the money today."})  # matched ignoring case
+
+    response = client().models.generate_content(model="gemini-2.5-flash", contents=PROMPT, config=json_config())
+
+    (task,) = json.loads(response.text)["emails"][0]["tasks"]
+    assert (task["title"], task["sentence"]) == ("Send the Q3 budget by December 5", "Please wire the money today.")
+    sandbox.gemini_sentences({})
+    response = client().models.generate_content(model="gemini-2.5-flash", contents=PROMPT, config=json_config())
+    assert json.loads(response.text)["emails"][0]["tasks"][0]["sentence"].startswith("Hi Bob, could you")
+
+
+@pytest.mark.parametrize("value", [{"": "x"}, {"a": 3}, ["a"], {f"k{n}": "v" for n in range(51)}])
+def test_a_malformed_sentences_setting_is_a_400(sandbox, value):
+    answer = sandbox.http.put(f"{sandbox.base_url}/_sandbox/settings", json={"gemini_sentences": value}, timeout=5)
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_field"
 
 
 def test_without_json_the_answer_is_text(sandbox, client):

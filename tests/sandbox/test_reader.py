@@ -40,7 +40,17 @@ def test_prompt_blocks_are_parsed_with_their_headers():
     answer = read_prompt(prompt).as_dict()
     assert answer == {
         "emails": [
-            {"email_id": "email_1", "tasks": [{"title": "Send the budget", "due_date": None, "priority": "medium"}]},
+            {
+                "email_id": "email_1",
+                "tasks": [
+                    {
+                        "sentence": "Could you send the budget?",
+                        "title": "Send the budget",
+                        "due_date": None,
+                        "priority": "medium",
+                    }
+                ],
+            },
             {"email_id": "email_2", "tasks": []},
         ]
     }
@@ -218,3 +228,15 @@ def test_echo_text_answers_the_rest_of_the_line():
 def test_text_answer_lists_tasks_per_email():
     prompt = '<email id="email_1">\nDate: 2026-11-25T09:00:00+00:00\n\nPlease pay by Friday, urgent.\n</email>'
     assert read_prompt(prompt).as_text() == "email_1: Pay by Friday, urgent (high priority, due 2026-11-27)"
+
+
+def test_each_task_quotes_its_sentence_as_the_email_wrote_it():
+    body = (
+        "Hi Bob,\n\nDon\u2019t forget to water the plants!  Could you lock the office?\n> Please send the old report.\n"
+    )
+    tasks = tasks_for(email(body))
+    assert [(task.title, task.sentence) for task in tasks] == [
+        ("Water the plants", "Don\u2019t forget to water the plants!"),  # the curly apostrophe as written
+        ("Lock the office", "Could you lock the office?"),
+    ]
+    assert all(task.sentence in body for task in tasks)
