@@ -61,6 +61,7 @@ class EmailTaskRow:
     email_subject: str
     email_received_at: datetime
     run_id: int | None
+    conversation_key: str = ""  # the email's conversation (Email.conversation_key)
 
 
 def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
@@ -93,6 +94,7 @@ def _task_insert(rows: list[EmailTaskRow]) -> int:
         "email_subject": ("text", [shown_text(r.email_subject)[:1000] for r in rows]),
         "email_received_at": ("timestamptz", [r.email_received_at for r in rows]),
         "run_id": ("bigint", [r.run_id for r in rows]),
+        "conversation_key": ("text", [db_text(r.conversation_key)[:512] for r in rows]),
     }
     names = ", ".join(columns)
     unnest = ", ".join(f"%s::{kind}[]" for kind, _ in columns.values())

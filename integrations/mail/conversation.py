@@ -9,8 +9,8 @@ are only the fallback of mail that carries no Message-ID at all.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from email.header import decode_header, make_header
 from email.utils import getaddresses
 

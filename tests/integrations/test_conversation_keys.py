@@ -12,10 +12,11 @@ from integrations.providers.outlook import OutlookProvider
 from sandbox.client import SandboxClient
 
 OWNER = "grace@example.com"
+CHRIS = "Chris Doe <chris@example.org>"
 ROOT_ID = "budget-2026-root@mail.example.org"
 ORIGINAL = (
     "From: Sam Lee <sam@example.org>\r\n"
-    "To: Grace Hopper <grace@example.com>, \"Ada L.\" <ADA@example.org>\r\n"
+    'To: Grace Hopper <grace@example.com>, "Ada L." <ADA@example.org>\r\n'
     "Cc: Chris Doe <chris@example.org>\r\n"
     "Subject: Budget review\r\n"
     "Date: Mon, 02 Nov 2026 10:00:00 +0000\r\n"
@@ -53,7 +54,7 @@ def test_gmail_fills_thread_replies_and_recipients_from_the_headers(sandbox: San
     provider = gmail_provider(sandbox)
     original = sandbox.deliver(OWNER, ORIGINAL)
     reply = sandbox.deliver_gmail_reply(
-        OWNER, original["id"], sender="Sam Lee <sam@example.org>", body="Any news?", cc=["Chris Doe <chris@example.org>"]
+        OWNER, original["id"], sender="Sam Lee <sam@example.org>", body="Any news?", cc=[CHRIS]
     )
 
     first, answer = fetch(provider, original["id"], reply["id"])
@@ -73,7 +74,7 @@ def test_outlook_fills_conversation_replies_and_recipients(sandbox: SandboxClien
     provider = outlook_provider(sandbox)
     original = sandbox.deliver_outlook(OWNER, ORIGINAL)
     reply = sandbox.deliver_outlook_reply(
-        OWNER, original["id"], sender="Sam Lee <sam@example.org>", body="Any news?", cc=["Chris Doe <chris@example.org>"]
+        OWNER, original["id"], sender="Sam Lee <sam@example.org>", body="Any news?", cc=[CHRIS]
     )
 
     first, answer = fetch(provider, original["id"], reply["id"])
