@@ -92,9 +92,11 @@ class Prompt(NamedTuple):
     redacted: dict[str, int]  # secrets replaced by placeholders, by kind (integrations.mail.redact)
 
 
-def build_prompt(emails: Sequence[Email], *, max_body_chars: int, reader: Sequence[str] = ()) -> Prompt:
+def build_prompt(emails: Sequence[Email], *, max_body_chars: int, reader: Sequence[str] | None = None) -> Prompt:
     """The user content for `emails`, the temporary id -> Email mapping it uses, how many emails were cut,
-    and how many secrets were kept out of it. `reader`: the person's own addresses (the Reader line).
+    and how many secrets were kept out of it. `reader`: the person's own addresses (the Reader line); None
+    when their consent does not cover recipients (accounts.consent): then neither the Reader line nor any
+    To or Cc line is sent.
     Every field is bounded, so one email's block is at most `max_body_chars` + EMAIL_BLOCK_OVERHEAD
     characters, and a prompt of ten has a hard ceiling whatever the mail holds. Secrets in the sender,
     recipients, subject and body are replaced by placeholders before anything else."""
@@ -109,10 +111,12 @@ def build_prompt(emails: Sequence[Email], *, max_body_chars: int, reader: Sequen
     for index, email in enumerate(emails):
         email_id = temp_id(index)
         mapping[email_id] = email
-        block, was_cut = _email_block(email_id, email, max_body_chars=max_body_chars, redacted=redacted)
+        block, was_cut = _email_block(
+            email_id, email, max_body_chars=max_body_chars, redacted=redacted, recipients=reader is not None
+        )
         blocks.append(block)
         cut += was_cut
-    return Prompt(reader_line(reader) + "\n".join(blocks) + "\n", mapping, cut, dict(redacted))
+    return Prompt(reader_line(reader or ()) + "\n".join(blocks) + "\n", mapping, cut, dict(redacted))
 
 
 def reader_line(addresses: Sequence[str]) -> str:
@@ -126,7 +130,9 @@ def reader_line(addresses: Sequence[str]) -> str:
     return f"Reader: {line}\n"
 
 
-def _email_block(email_id: str, email: Email, *, max_body_chars: int, redacted: Counter[str]) -> tuple[str, bool]:
+def _email_block(
+    email_id: str, email: Email, *, max_body_chars: int, redacted: Counter[str], recipients: bool
+) -> tuple[str, bool]:
     # The body is bounded before redaction, at twice what cleaning reads (clean.py reads at most 4x
     # max_body_chars, and 20,000 characters), so the bound never halves a secret that cleaning keeps; format
     # characters go first, so that none hides a secret from the patterns.
@@ -137,8 +143,8 @@ def _email_block(email_id: str, email: Email, *, max_body_chars: int, redacted: 
     block = (
         f'<email id="{email_id}">\n'
         f"From: {sender}\n"
-        f"{_recipients_line('To', email.to, redacted)}"
-        f"{_recipients_line('Cc', email.cc, redacted)}"
+        f"{_recipients_line('To', email.to if recipients else (), redacted)}"
+        f"{_recipients_line('Cc', email.cc if recipients else (), redacted)}"
         f"Subject: {subject}\n"
         f"Date: {date_line(email.received_at)}\n"
         f"\n"

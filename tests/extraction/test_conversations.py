@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
+from django.test import Client
 
 from accounts.models import User
 from extraction.models import ExtractionRun, ProcessedEmail
@@ -144,3 +145,29 @@ def test_open_items_of_a_conversation_are_found_through_its_index(consenting_use
 
     assert len(found) == 5 and all(t.status == Task.Status.OPEN and t.user_id == consenting_user.pk for t in found)
     assert whole_reads(statements, many={"tasks_task": {"user_id", "status"}}) == []
+
+
+def test_a_prompt_built_without_a_reader_sends_no_recipient(consenting_user: User) -> None:
+    from extraction.prompt import build_prompt
+    from integrations.mail.conversation import Recipient
+    from integrations.mail.message import Email
+
+    email = Email(
+        provider="gmail", message_id="m1", thread_id="t1", sender="Ada <ada@example.org>", subject="Offsite",
+        received_at=datetime(2026, 11, 2, 10, tzinfo=UTC), body_text="Sam, can you book the room?", web_link="",
+        to=(Recipient("Sam Lee", "sam@example.org"),), cc=(Recipient("Person", READER),),
+    )  # fmt: skip
+
+    without = build_prompt([email], max_body_chars=1_000).contents
+    with_reader = build_prompt([email], max_body_chars=1_000, reader=[READER]).contents
+
+    assert "sam@example.org" not in without and READER not in without  # what a version 1 consent covers
+    assert "To: Sam Lee <sam@example.org>\n" in with_reader and f"Cc: Person <{READER}>\n" in with_reader
+
+
+def test_the_consent_page_says_whom_each_email_was_sent_to_is_sent(client: Client, user: User) -> None:
+    client.force_login(user)
+    body = client.get("/consent/").content.decode()
+
+    assert "names and addresses on its To and Cc lines" in body
+    assert "the email addresses of other recipients" not in body
