@@ -34,6 +34,8 @@ MAX_SENDER_CHARS = 200
 MAX_SUBJECT_CHARS = 300
 MAX_RECIPIENTS_SHOWN = 10  # per To or Cc line; the rest are counted ("and 4 more")
 MAX_RECIPIENTS_CHARS = 500  # per To or Cc line
+MAX_RECIPIENT_NAME_CHARS = 80
+MAX_RECIPIENT_ADDRESS_CHARS = 200
 MAX_READER_ADDRESSES = 10
 MAX_READER_CHARS = 400
 # What an email's block holds besides its body: the tags and the five header lines (bounded above).
@@ -155,14 +157,29 @@ def _email_block(
 
 
 def _recipients_line(label: str, recipients: Sequence[Recipient], redacted: Counter[str]) -> str:
-    """ "To: Sam Lee <sam@example.org>, …" with the first MAX_RECIPIENTS_SHOWN and how many more, bounded;
-    "" when the email names nobody there."""
+    """ "To: Sam Lee <sam@example.org>, …": as many of the first MAX_RECIPIENTS_SHOWN as fit in
+    MAX_RECIPIENTS_CHARS (each one bounded), then how many more; "" when the email names nobody there."""
     if not recipients:
         return ""
-    shown = ", ".join(str(recipient) for recipient in recipients[:MAX_RECIPIENTS_SHOWN])
-    more = len(recipients) - MAX_RECIPIENTS_SHOWN
-    line, _ = _one_line(shown + (f", and {more} more" if more > 0 else ""), MAX_RECIPIENTS_CHARS, redacted)
-    return f"{label}: {line}\n"
+    shown: list[str] = []
+    room = MAX_RECIPIENTS_CHARS - len(", and 999 more")
+    for recipient in recipients[:MAX_RECIPIENTS_SHOWN]:
+        entry = _recipient(recipient, redacted)
+        if len(", ".join([*shown, entry])) > room:
+            break
+        shown.append(entry)
+    more = len(recipients) - len(shown)
+    return f"{label}: {', '.join(shown)}{f', and {more} more' if more else ''}\n"
+
+
+def _recipient(recipient: Recipient, redacted: Counter[str]) -> str:
+    """ "Name <address>", the name and the address each bounded on its own, so a long name never hides the
+    address the model compares with the Reader line."""
+    address, _ = _one_line(recipient.address, MAX_RECIPIENT_ADDRESS_CHARS, redacted)
+    if not recipient.name or recipient.name.lower() == recipient.address:
+        return address
+    name, _ = _one_line(recipient.name, MAX_RECIPIENT_NAME_CHARS, redacted)
+    return f"{name} <{address}>"
 
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")

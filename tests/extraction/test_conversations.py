@@ -171,3 +171,23 @@ def test_the_consent_page_says_whom_each_email_was_sent_to_is_sent(client: Clien
 
     assert "names and addresses on its To and Cc lines" in body
     assert "the email addresses of other recipients" not in body
+
+
+def test_to_and_cc_lines_are_bounded_whatever_the_recipients() -> None:
+    from extraction.prompt import EMAIL_BLOCK_OVERHEAD, MAX_RECIPIENTS_CHARS, build_prompt
+    from integrations.mail.conversation import Recipient
+    from integrations.mail.message import Email
+
+    many = tuple(Recipient("N" * 200, f"{'a' * 60}{n}@example.org") for n in range(50))
+    email = Email(
+        provider="gmail", message_id="m1", thread_id="t1", sender="Ada <ada@example.org>", subject="Offsite",
+        received_at=datetime(2026, 11, 2, 10, tzinfo=UTC), body_text="Hello. " * 500, web_link="", to=many, cc=many,
+    )  # fmt: skip
+
+    content = build_prompt([email], max_body_chars=1_000, reader=[]).contents
+    lines = {line.split(":", 1)[0]: line for line in content.splitlines() if line.startswith(("To:", "Cc:"))}
+
+    assert len(content) <= 1_000 + EMAIL_BLOCK_OVERHEAD
+    assert set(lines) == {"To", "Cc"}
+    assert all(len(line) <= len("To: ") + MAX_RECIPIENTS_CHARS for line in lines.values())
+    assert all(line.endswith(" more") and "@example.org" in line for line in lines.values())
