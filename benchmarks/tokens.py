@@ -42,11 +42,13 @@ from django.conf import settings  # noqa: E402
 from benchmarks.data.inbox import LabelledEmail, labelled_inbox  # noqa: E402
 from extraction.prompt import MAX_EMAILS_PER_PROMPT, PROMPT_VERSION, SYSTEM_INSTRUCTION, build_prompt  # noqa: E402
 from integrations.mail.bulk import bulk_headers, bulk_reason  # noqa: E402
+from integrations.mail.conversation import Recipient  # noqa: E402
 from integrations.mail.mime import html_to_text  # noqa: E402
 from integrations.providers.base import Email  # noqa: E402
 
 CHARS_PER_TOKEN = 4
 FIRST_DATE = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+READER = "reader@example.com"
 
 
 def tokens(text: str) -> float:
@@ -65,12 +67,13 @@ def as_app_email(index: int, labelled: LabelledEmail) -> Email:
         web_link="",
         list_headers=bulk_headers(labelled.headers.items()),
         provider_category=labelled.category,
+        to=(Recipient("Reader", READER),),  # as the naive prompt's To line: what a real prompt carries too
     )
 
 
 def naive_prompt(index: int, labelled: LabelledEmail) -> str:
     headers = (
-        f"From: {labelled.sender}\nTo: reader@example.com\nSubject: {labelled.subject}\n"
+        f"From: {labelled.sender}\nTo: {READER}\nSubject: {labelled.subject}\n"
         f"Date: {(FIRST_DATE + timedelta(minutes=index)).isoformat()}\nMessage-ID: <m{index}@example.com>\n\n"
     )
     return SYSTEM_INSTRUCTION + headers + (labelled.html or labelled.text)
@@ -101,7 +104,9 @@ def run() -> dict[str, object]:
     redacted: Counter[str] = Counter()
     for start in range(0, len(sent), MAX_EMAILS_PER_PROMPT):
         batch = sent[start : start + MAX_EMAILS_PER_PROMPT]
-        prompt = build_prompt([emails[index] for index, _ in batch], max_body_chars=settings.EXTRACTION_MAX_BODY_CHARS)
+        prompt = build_prompt(
+            [emails[index] for index, _ in batch], max_body_chars=settings.EXTRACTION_MAX_BODY_CHARS, reader=[READER]
+        )
         prompt_chars += len(SYSTEM_INSTRUCTION) + len(prompt.contents)
         redacted.update(prompt.redacted)
         blocks = blocks_of(prompt.contents)

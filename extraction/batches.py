@@ -23,12 +23,13 @@ from django.utils import timezone
 from config.logcontext import in_context
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
 from extraction.models import AlwaysReadSender, ExtractionRun
-from extraction.prompt import Prompt
+from extraction.prompt import MAX_READER_ADDRESSES, Prompt
 from extraction.reading import SourcedEmail
 from extraction.runrecord import RunRecord, RunStopped
 from extraction.selectors import email_keys_handled
 from extraction.writing import BatchWriter
 from integrations.mail.bulk import bulk_reason
+from integrations.models import Integration
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class BatchCalls:
         reasons = [(item, self._bulk_reason(item)) for item in unread]  # once per email
         skipped = [(item, reason) for item, reason in reasons if reason]
         fresh = [item for item, reason in reasons if not reason and not self.writer.rides(item)]
-        prompt = self.llm.prepare([item.email for item in fresh]) if fresh else None
+        prompt = self._prompt(fresh) if fresh else None
         return _Batch(batch, fresh, copies, None, counter, skipped, prompt)
 
     def _start_batch(self, prepared: _Batch, pool: ThreadPoolExecutor) -> _Batch:
@@ -155,6 +156,20 @@ class BatchCalls:
         emails = [item.email for item in prepared.fresh]
         call = in_context(self.llm.extract, emails, prompt=prepared.prompt)
         return dataclasses.replace(prepared, call=pool.submit(call))
+
+    def _prompt(self, batch: list[SourcedEmail]) -> Prompt:
+        return self.llm.prepare([item.email for item in batch], reader=self.reader_addresses)
+
+    @cached_property
+    def reader_addresses(self) -> list[str]:
+        """The person's own addresses, for the prompt: every mailbox they connected, even one that needs
+        reconnecting (mail to it is still theirs). Asked once, when the first prompt is built."""
+        return list(
+            Integration.objects.filter(user_id=self.record.run.user_id)
+            .exclude(status=Integration.Status.DISCONNECTED)
+            .order_by("id")
+            .values_list("account_address", flat=True)[:MAX_READER_ADDRESSES]
+        )
 
     @cached_property
     def always_read(self) -> set[str]:
@@ -202,7 +217,7 @@ class BatchCalls:
             try:
                 if attempt == 0 and first is not None:
                     return first.result()  # the call started when the batch was fetched
-                return self.llm.extract([item.email for item in batch])
+                return self.llm.extract([item.email for item in batch], prompt=self._prompt(batch))
             except LLMBadOutput as error:
                 self.record.count_llm(
                     calls=error.calls, prompt=error.usage.prompt_tokens, output=error.usage.output_tokens

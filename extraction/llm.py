@@ -259,9 +259,11 @@ class GeminiClient:
             ),
         )
 
-    def prepare(self, emails: Sequence[Email]) -> Prompt:
-        """The prompt of a batch (cleaned, cut, secrets replaced), to build ahead of its call."""
-        return build_prompt(emails, max_body_chars=self.max_body_chars)
+    def prepare(self, emails: Sequence[Email], *, reader: Sequence[str] | None = None) -> Prompt:
+        """The prompt of a batch (cleaned, cut, secrets replaced), to build ahead of its call. `reader`: the
+        person's own addresses, so that an ask of someone else on To or Cc is not theirs (None: no
+        recipients are sent, see build_prompt)."""
+        return build_prompt(emails, max_body_chars=self.max_body_chars, reader=reader)
 
     def extract(self, emails: Sequence[Email], *, prompt: Prompt | None = None) -> LLMResult:
         """The tasks each email of one batch (1 to 10 emails) asks of its reader, checked by code. `prompt`:

@@ -103,6 +103,8 @@ class ProcessedEmail(TimeStampedModel):
     message_id = models.CharField(max_length=512)
     # The email's Message-ID: a copy of it reaching another mailbox of the person is not read again.
     email_key = models.CharField(max_length=512, blank=True)
+    # The email's conversation (`Email.conversation_key`), the same through every mailbox ("" when unknown).
+    conversation_key = models.CharField(max_length=512, blank=True, default="", db_default="")
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     tasks_created = models.PositiveIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=1)

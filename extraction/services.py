@@ -258,6 +258,7 @@ class LedgerEntry:
     email_key: str = ""
     sender: str = ""  # skipped bulk mail only
     subject: str = ""
+    conversation_key: str = ""  # the email's conversation (Email.conversation_key), when it was read
 
 
 def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
@@ -265,12 +266,14 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
     now = timezone.now()
     sql = (
         f"INSERT INTO {ProcessedEmail._meta.db_table} "  # noqa: S608
-        "(integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, attempts, "
-        "run_id, created_at, updated_at) "
-        "SELECT integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, 1, "
-        "%s, %s, %s "
-        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[]) "
-        "AS t(integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject) "
+        "(integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, "
+        "conversation_key, attempts, run_id, created_at, updated_at) "
+        "SELECT integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, "
+        "conversation_key, 1, %s, %s, %s "
+        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[], "
+        "%s::text[]) "
+        "AS t(integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, "
+        "conversation_key) "
         "ON CONFLICT (integration_id, message_id) DO NOTHING"
     )
     params: list[Any] = [
@@ -285,6 +288,7 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
         [db_text(e.email_key) for e in entries],
         [db_text(e.sender)[:320] for e in entries],
         [db_text(e.subject)[:300] for e in entries],
+        [db_text(e.conversation_key)[:512] for e in entries],
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

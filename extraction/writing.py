@@ -54,15 +54,29 @@ class BatchWriter:
     def quarantine(self, item: SourcedEmail, error: LLMError) -> None:
         """Set the email aside, and its copies that reached other mailboxes in this run with it."""
         for each in (item, *self.riders.pop(item.email.internet_message_id, [])):
-            self.set_aside(each.mailbox.integration.pk, each.email.message_id, f"llm_{error.code}: {error.message}")
+            self.set_aside(
+                each.mailbox.integration.pk,
+                each.email.message_id,
+                f"llm_{error.code}: {error.message}",
+                conversation_key=each.email.conversation_key,
+            )
 
-    def set_aside(self, integration_id: int, message_id: str, reason: str) -> None:
+    def set_aside(self, integration_id: int, message_id: str, reason: str, *, conversation_key: str = "") -> None:
         """Quarantine one email durably: in the ledger (so the cursor may pass it), replayable by a person."""
         run = self.record.run
         with transaction.atomic():
             self.record.hold_lease()
             ledger_record(
-                entries=[LedgerEntry(integration_id, message_id, ProcessedEmail.Outcome.QUARANTINED, 0, reason)],
+                entries=[
+                    LedgerEntry(
+                        integration_id,
+                        message_id,
+                        ProcessedEmail.Outcome.QUARANTINED,
+                        0,
+                        reason,
+                        conversation_key=conversation_key,
+                    )
+                ],
                 run_id=run.pk,
             )
             ExtractionRun.objects.filter(pk=run.pk).update(emails_quarantined=F("emails_quarantined") + 1)
@@ -107,6 +121,7 @@ class BatchWriter:
                     email_received_at=email.received_at,
                     run_id=self.record.run.pk,
                     sentence=task.sentence,
+                    conversation_key=email.conversation_key,
                 )
                 for task in found
             )
@@ -122,6 +137,7 @@ class BatchWriter:
                     len(found),
                     f"ungrounded:{ungrounded}" if ungrounded else "",
                     email_key=email.internet_message_id,
+                    conversation_key=email.conversation_key,
                 )
             )
         linked = [
@@ -142,6 +158,7 @@ class BatchWriter:
                 0,
                 "read through another mailbox",
                 email_key=item.email.internet_message_id,
+                conversation_key=item.email.conversation_key,
             )
             for item in copies
         ]
@@ -155,6 +172,7 @@ class BatchWriter:
                 email_key=item.email.internet_message_id,
                 sender=item.email.sender,
                 subject=item.email.subject,
+                conversation_key=item.email.conversation_key,
             )
             for item, reason in skipped
         ]

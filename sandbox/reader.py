@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from email.utils import getaddresses, parsedate_to_datetime
 from typing import Any
 
 ECHO_JSON = "SANDBOX-ECHO-JSON:"
@@ -20,7 +20,10 @@ MAX_TASKS = 3
 MAX_TITLE_CHARS = 120
 
 _BLOCK = re.compile(r'<email\s+id="([^"]*)"\s*>\n?(.*?)</email>', re.DOTALL)
-_HEADER = re.compile(r"^(From|Subject|Date):[ \t]*(.*)$")
+_HEADER = re.compile(r"^(From|To|Cc|Subject|Date):[ \t]*(.*)$")
+_READER = re.compile(r"^Reader:[ \t]*(.*)$", re.MULTILINE)
+# "Sam, can you…", "Sam Lee: please…": a sentence opening on a name (one to three words) and a comma or colon.
+_ADDRESSEE = re.compile(r"^([^\W\d_][\w.'-]*(?: [^\W\d_][\w.'-]*){0,2})\s*[,:]", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 _NO_TASK_PHRASES = ("unsubscribe", "no action is required", "no action needed", "this is an automated", "do not reply")
@@ -127,6 +130,9 @@ class ReaderEmail:
     subject: str
     sent_on: date | None  # the calendar day of the Date line, in its own offset
     body: str
+    to: str = ""  # the To and Cc lines as written
+    cc: str = ""
+    reader: tuple[str, ...] = ()  # the prompt's Reader line: the reader's own addresses, lower-cased
 
 
 @dataclass(frozen=True)
@@ -197,6 +203,7 @@ def find_echo(prompt: str) -> str | None:
 
 
 def parse_emails(prompt: str) -> list[ReaderEmail]:
+    reader = reader_addresses(prompt)
     emails = []
     for match in _BLOCK.finditer(prompt):
         headers: dict[str, str] = {}
@@ -211,9 +218,45 @@ def parse_emails(prompt: str) -> list[ReaderEmail]:
                 subject=headers.get("Subject", ""),
                 sent_on=_parse_date_line(headers.get("Date", "")),
                 body="\n".join(lines).strip(),
+                to=headers.get("To", ""),
+                cc=headers.get("Cc", ""),
+                reader=reader,
             )
         )
     return emails
+
+
+def reader_addresses(prompt: str) -> tuple[str, ...]:
+    """The addresses of the prompt's Reader line (before the first email block, so no email writes it)."""
+    head = prompt.split("<email", 1)[0]
+    found = _READER.search(head)
+    if not found:
+        return ()
+    return tuple(address.lower() for _, address in getaddresses([found.group(1)]) if "@" in address)
+
+
+def asks_someone_else(sentence: str, email: ReaderEmail) -> bool:
+    """Whether the ask opens on the name of someone on To or Cc who is not the reader ("Sam, can you book
+    the room?" with Sam Lee <sam@…> on To and the reader elsewhere): theirs, not the reader's. The name
+    matches a recipient's display name, its first word, or its address's local part, ignoring case; a name
+    the reader's own entry also answers to stays the reader's."""
+    opening = _ADDRESSEE.match(_normalise(sentence).strip())
+    if not opening:
+        return False
+    name = opening.group(1).casefold()
+    recipients = getaddresses([email.to, email.cc])
+    others = [(n, a.lower()) for n, a in recipients if "@" in a and a.lower() not in email.reader]
+    mine = [(n, a.lower()) for n, a in recipients if "@" in a and a.lower() in email.reader]
+    return any(name in _names(*entry) for entry in others) and not any(name in _names(*entry) for entry in mine)
+
+
+def _names(display: str, address: str) -> set[str]:
+    """What a recipient is called by: its display name, the name's first word, its address's local part."""
+    display = " ".join(display.split()).casefold()
+    names = {address.split("@", 1)[0].casefold()}
+    if display and display != address:
+        names |= {display, display.split(" ", 1)[0]}
+    return names
 
 
 def tasks_for(email: ReaderEmail) -> list[ReaderTask]:
@@ -229,7 +272,7 @@ def tasks_for(email: ReaderEmail) -> list[ReaderTask]:
     seen: set[str] = set()
     for line in lines:
         for sentence in _SENTENCE_END.split(line):
-            if not is_ask(sentence):
+            if not is_ask(sentence) or asks_someone_else(sentence, email):
                 continue
             title = make_title(sentence)
             if not title or title.casefold() in seen:

@@ -40,6 +40,9 @@ class Task(TimeStampedModel):
     integration = models.ForeignKey(
         "integrations.Integration", on_delete=models.SET_NULL, null=True, blank=True, related_name="tasks"
     )
+    # The email's conversation (`Email.conversation_key`: its root Message-ID), the same through every mailbox;
+    # "" for a task added by hand. A database default too, so that every writer's raw INSERT may leave it out.
+    conversation_key = models.CharField(max_length=512, blank=True, default="", db_default="")
     title = models.CharField(max_length=300)
     title_key = models.CharField(max_length=300)
     notes = models.TextField(blank=True)
@@ -88,6 +91,12 @@ class Task(TimeStampedModel):
             # The admin's: its changelist (newest first) and its search (tasks/admin.py).
             models.Index(F("created_at").desc(), F("id").desc(), name="task_newest"),
             models.Index(fields=["source_id"], name="task_source_id"),
+            # The open items of one conversation (a reply may deliver them), found by its key alone.
+            models.Index(
+                fields=["user", "conversation_key", "status"],
+                condition=~models.Q(conversation_key=""),
+                name="task_conversation",
+            ),
             GinIndex(SearchVector(*ADMIN_SEARCH_FIELDS, config=ADMIN_SEARCH_CONFIG), name="task_admin_search"),
         ]
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import date
 
 from django.contrib.postgres.search import SearchQuery, SearchVector
@@ -146,3 +147,13 @@ def _prefix_query(term: str) -> str:
     """`term` as a tsquery of words beginning so: quoted, so no character of it is tsquery syntax."""
     quoted = term.replace("\\", "\\\\").replace("'", "''")
     return f"'{quoted}':*"
+
+
+def task_open_in_conversations(*, user_id: int, keys: Collection[str]) -> QuerySet[Task]:
+    """The person's open tasks of these conversations (`Task.conversation_key`), through the index on
+    (user, conversation key, status): what a batch needs of the conversations its mail belongs to, at a cost
+    that follows those conversations, not the person's list. The empty key (tasks added by hand) is never one."""
+    wanted = sorted({key for key in keys if key})
+    return Task.objects.filter(user_id=user_id, conversation_key__in=wanted, status=Task.Status.OPEN).exclude(
+        conversation_key=""
+    )

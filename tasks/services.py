@@ -62,6 +62,7 @@ class EmailTaskRow:
     email_received_at: datetime
     run_id: int | None
     sentence: str = ""  # the email's words the task comes from (extraction.grounding)
+    conversation_key: str = ""  # the email's conversation (Email.conversation_key)
 
 
 def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
@@ -98,6 +99,7 @@ def _task_insert(rows: list[EmailTaskRow]) -> int:
         "email_received_at": ("timestamptz", [r.email_received_at for r in rows]),
         "run_id": ("bigint", [r.run_id for r in rows]),
         "sentence": ("text", [db_text(shown_text(r.sentence))[:_SENTENCE_MAX] for r in rows]),
+        "conversation_key": ("text", [db_text(r.conversation_key)[:512] for r in rows]),
     }
     names = ", ".join(columns)
     unnest = ", ".join(f"%s::{kind}[]" for kind, _ in columns.values())

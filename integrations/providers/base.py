@@ -11,28 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-
-@dataclass(frozen=True)
-class Email:
-    """One fetched email, with its body already turned into plain text (not yet cleaned of quotes)."""
-
-    provider: str  # "gmail" | "outlook"
-    message_id: str  # the provider's id; never shown to the LLM
-    thread_id: str
-    sender: str  # "Name <address>" as in the From header
-    subject: str
-    received_at: datetime  # timezone-aware
-    body_text: str
-    web_link: str  # opens the message in the provider's web client
-    # The RFC 5322 Message-ID, without its angle brackets: the same message reaching two mailboxes has the
-    # same one (empty when the message has none).
-    internet_message_id: str = ""
-    # The headers that say whether the mail is list, bulk or automatic mail (`integrations.mail.bulk`:
-    # List-Unsubscribe, List-Id, Precedence, Auto-Submitted), by lower-cased name, bounded; only those.
-    list_headers: dict[str, str] = field(default_factory=dict, hash=False)
-    # How the provider sorted the mail: Gmail's category ("personal", "updates", "promotions", "social",
-    # "forums"), Outlook's inference ("focused", "other"); "" when it gave none.
-    provider_category: str = ""
+# The normalised email lives with the rest of mail's meaning; providers make it, and import it from here too.
+from integrations.mail.message import Email as Email
 
 
 @dataclass(frozen=True)

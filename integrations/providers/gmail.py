@@ -24,6 +24,7 @@ from googleapiclient.http import BatchHttpRequest
 
 from config.trust import certificate_missing
 from integrations.mail.bulk import bulk_headers
+from integrations.mail.conversation import conversation_headers
 from integrations.mail.mime import gmail_body_attachment_id, parse_gmail_payload
 from integrations.providers.base import (
     CursorExpired,
@@ -465,6 +466,12 @@ class GmailProvider:
         received_at = (
             datetime.fromtimestamp(int(internal_ms) / 1000, UTC) if internal_ms else text.date or datetime.now(UTC)
         )
+        headers = [
+            (str(header.get("name", "")), str(header.get("value", "")))
+            for header in (message.get("payload") or {}).get("headers") or []
+            if isinstance(header, dict)
+        ]
+        conversation = conversation_headers(headers)
         return Email(
             provider=self.provider,
             message_id=str(message["id"]),
@@ -475,11 +482,12 @@ class GmailProvider:
             body_text=text.body_text,
             web_link=self.web_link(str(message["id"])),
             internet_message_id=text.message_id,
-            list_headers=bulk_headers(
-                (str(header.get("name", "")), str(header.get("value", "")))
-                for header in (message.get("payload") or {}).get("headers") or []
-            ),
+            list_headers=bulk_headers(headers),
             provider_category=gmail_category(message.get("labelIds") or []),
+            in_reply_to=conversation.in_reply_to,
+            references=conversation.references,
+            to=conversation.to,
+            cc=conversation.cc,
         )
 
     def web_link(self, message_id: str) -> str:

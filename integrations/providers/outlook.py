@@ -21,6 +21,7 @@ from django.conf import settings
 
 from config.trust import certificate_missing, trusting_session
 from integrations.mail.bulk import bulk_headers
+from integrations.mail.conversation import Recipient, conversation_headers, recipient_list
 from integrations.mail.mime import html_to_text, message_id_key
 from integrations.providers.base import (
     CursorExpired,
@@ -36,11 +37,12 @@ from integrations.providers.base import (
 
 logger = logging.getLogger(__name__)
 
-# Only what Email needs: Graph then sends neither recipients nor the rest of the message. The internet
-# headers (Graph sends them only when selected) are read for the few that say bulk mail (`Email.list_headers`).
+# Only what Email needs: Graph then sends nothing else of the message. The internet headers (Graph sends
+# them only when selected) are read for the few that say bulk mail (`Email.list_headers`) and for
+# In-Reply-To and References (Graph has no property for them); the recipients come as Graph's own lists.
 MESSAGE_FIELDS = (
     "subject", "from", "receivedDateTime", "body", "webLink", "conversationId", "internetMessageId",
-    "inferenceClassification", "internetMessageHeaders",
+    "inferenceClassification", "internetMessageHeaders", "toRecipients", "ccRecipients",
 )  # fmt: skip
 # The delta lists ids and received times only: bodies are read in $batch for the mail that is read, so a
 # first sync of a large inbox, or a resync, holds ids, not bodies. Options are fixed by the first request
@@ -54,6 +56,7 @@ RESYNC_FIELDS = (*DELTA_FIELDS, "lastModifiedDateTime")
 RESYNC_LEDGER_CHUNK = 1000  # ids asked of the ledger at once
 MAX_RETRY_SLEEP_S = 30.0  # a longer Retry-After goes back to the caller rather than holding a worker
 BATCH_SIZE = 20  # Graph's limit per JSON batch
+MAX_RECIPIENT_ENTRIES = 200  # of a recipient list looked at (repeats and bad entries dropped, then bounded)
 _RESYNC_CODES = {"syncstatenotfound", "resyncrequired", "syncstateinvalid", "errorinvalidsyncstatedata"}
 _RETRYABLE = (429, 503)
 
@@ -410,6 +413,12 @@ class OutlookProvider:
         text = html_to_text(content) if str(body.get("contentType", "")).lower() == "html" else content
         received_at = _received(message.get("receivedDateTime")) or datetime.now(UTC)
         message_id = str(message["id"])
+        headers = [
+            (str(header.get("name", "")), str(header.get("value", "")))
+            for header in message.get("internetMessageHeaders") or []
+            if isinstance(header, dict)
+        ]
+        conversation = conversation_headers(headers)
         return Email(
             provider=self.provider,
             message_id=message_id,
@@ -420,13 +429,24 @@ class OutlookProvider:
             body_text=text.replace("\r\n", "\n").strip(),
             web_link=_web_link(message.get("webLink"), message_id),
             internet_message_id=message_id_key(str(message.get("internetMessageId") or "")),
-            list_headers=bulk_headers(
-                (str(header.get("name", "")), str(header.get("value", "")))
-                for header in message.get("internetMessageHeaders") or []
-                if isinstance(header, dict)
-            ),
+            list_headers=bulk_headers(headers),
             provider_category=_inference(message.get("inferenceClassification")),
+            in_reply_to=conversation.in_reply_to,
+            references=conversation.references,
+            to=_recipients(message.get("toRecipients")),
+            cc=_recipients(message.get("ccRecipients")),
         )
+
+
+def _recipients(value: Any) -> tuple[Recipient, ...]:
+    """Graph's toRecipients / ccRecipients ([{"emailAddress": {"name", "address"}}]), bounded."""
+    entries = value if isinstance(value, list) else []
+    pairs = [
+        (str(address.get("name") or ""), str(address.get("address") or ""))
+        for entry in entries[:MAX_RECIPIENT_ENTRIES]
+        if isinstance(entry, dict) and isinstance(address := entry.get("emailAddress"), dict)
+    ]
+    return recipient_list(pairs)
 
 
 # Outlook on the web's hosts: a webLink elsewhere (or not https, e.g. "javascript:") is never shown.

@@ -1,0 +1,49 @@
+"""The normalised email: what every provider's mail becomes, and all that the rest of Tasklift reads of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from integrations.mail.conversation import Recipient, conversation_key
+
+
+@dataclass(frozen=True)
+class Email:
+    """One fetched email, with its body already turned into plain text (not yet cleaned of quotes)."""
+
+    provider: str  # "gmail" | "outlook"
+    message_id: str  # the provider's id; never shown to the LLM
+    thread_id: str  # the provider's thread key (Gmail threadId, Graph conversationId): per mailbox
+    sender: str  # "Name <address>" as in the From header
+    subject: str
+    received_at: datetime  # timezone-aware
+    body_text: str
+    web_link: str  # opens the message in the provider's web client
+    # The RFC 5322 Message-ID, without its angle brackets: the same message reaching two mailboxes has the
+    # same one (empty when the message has none).
+    internet_message_id: str = ""
+    # The headers that say whether the mail is list, bulk or automatic mail (`integrations.mail.bulk`:
+    # List-Unsubscribe, List-Id, Precedence, Auto-Submitted), by lower-cased name, bounded; only those.
+    list_headers: dict[str, str] = field(default_factory=dict, hash=False)
+    # How the provider sorted the mail: Gmail's category ("personal", "updates", "promotions", "social",
+    # "forums"), Outlook's inference ("focused", "other"); "" when it gave none.
+    provider_category: str = ""
+    # The message it answers and the conversation's earlier messages (Message-IDs without brackets; the
+    # References bounded: `integrations.mail.conversation`).
+    in_reply_to: str = ""
+    references: tuple[str, ...] = ()
+    # Whom it was sent to, bounded (`conversation.MAX_RECIPIENTS` each).
+    to: tuple[Recipient, ...] = ()
+    cc: tuple[Recipient, ...] = ()
+
+    @property
+    def conversation_key(self) -> str:
+        """One key per conversation, the same through every mailbox and provider (`conversation_key`)."""
+        return conversation_key(
+            provider=self.provider,
+            thread_id=self.thread_id,
+            internet_message_id=self.internet_message_id,
+            in_reply_to=self.in_reply_to,
+            references=self.references,
+        )
