@@ -12,7 +12,7 @@ from pydantic import ConfigDict
 
 from accounts.consent import CONSENT_NOT_SENT, CONSENT_SENT, CONSENT_TERMS, CONSENT_TITLE, CONSENT_VERSION
 from accounts.models import PersonalAccessToken, User
-from accounts.selectors import access_token_list, consent_current
+from accounts.selectors import access_token_list, consent_in_force
 from accounts.services import (
     access_token_create,
     access_token_revoke,
@@ -70,7 +70,11 @@ class ConsentTextOut(Schema):
 
 
 class ConsentOut(Schema):
-    given: bool = Field(description="Whether consent to the current text is in force: only then is mail read.")
+    given: bool = Field(
+        description="Whether a consent is in force: only then is mail read. It may be to an earlier text "
+        "(`given_version`), which covers reading as that text says until the current one is agreed to."
+    )
+    given_version: str | None = Field(description="The text version the consent in force was given to.")
     granted_at: datetime | None
     text: ConsentTextOut
 
@@ -85,9 +89,10 @@ class ConsentIn(Schema):
 
 
 def consent_as_dict(user: User) -> dict[str, Any]:
-    current = consent_current(user=user)
+    current = consent_in_force(user=user)
     return {
         "given": current is not None,
+        "given_version": current.text_version if current else None,
         "granted_at": current.granted_at if current else None,
         "text": {
             "version": CONSENT_VERSION,

@@ -1,15 +1,27 @@
 """The AI consent text.
 
-Sending Gemini more than this text says, or something else, means a new version, and everyone asked again
-(a consent counts only for the current version). Wording that tells people less is sent, for a change that
-only sends less, keeps the version: what they agreed to still covers everything that is sent, and a new
-version would stop everyone's runs until they answer again. So the redaction of secrets was added to the
-text under version 1. Version 2 sends more: whom each email was sent to (To and Cc) and the person's own
-addresses, so that an ask of someone else is not made their task (a prompt built without them is what a
-version 1 consent covers: `extraction.prompt.build_prompt` with no reader).
+Sending Gemini more than this text says, or something else, means a new version, which everyone is asked to
+agree to. Wording that tells people less is sent, for a change that only sends less, keeps the version: what
+they agreed to still covers everything that is sent. So the redaction of secrets was added to the text under
+version 1. Version 2 sends more: whom each email was sent to (To and Cc) and the person's own addresses, so
+that an ask of someone else is not made their task.
+
+A consent to an earlier text stays in force for what that text said (VERSIONS_IN_FORCE): a person who agreed
+to version 1 keeps their runs, read as version 1 says (a prompt without recipients or the Reader line:
+`extraction.prompt.build_prompt` with no reader), and is asked, by a notice on the task list and the consent
+page, to agree to the new text. Nobody's reading stops, or widens, for a change they have not seen.
 """
 
 CONSENT_VERSION = "2"
+# Every version a consent may still be in force for; the run reads what the person's version allows.
+VERSIONS_IN_FORCE = ("1", "2")
+# From this version on, whom each email was sent to and the person's own addresses are sent.
+RECIPIENTS_SINCE = "2"
+# What changed from one version to the next, said to a person who agreed to the one before.
+CHANGES = {
+    "2": "Gemini is now also sent whom each email was sent to (its To and Cc lines) and the addresses of the "
+    "mailboxes you connected, so that something asked of someone else is not made your task.",
+}
 
 CONSENT_TITLE = "Let Gemini read your new email to find your tasks"
 

@@ -70,6 +70,13 @@ class AIConsentQuerySet(models.QuerySet["AIConsent"]):
 
         return self.filter(revoked_at__isnull=True, text_version=CONSENT_VERSION)
 
+    def in_force(self) -> AIConsentQuerySet:
+        """Consents in force, for the current text or an earlier one that still covers reading (for what it
+        said: accounts/consent.py)."""
+        from accounts.consent import VERSIONS_IN_FORCE
+
+        return self.filter(revoked_at__isnull=True, text_version__in=VERSIONS_IN_FORCE)
+
 
 class AIConsent(models.Model):
     """A person's explicit consent to have their mail read by Gemini, for one version of the consent text.

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from django.db.models import Exists, QuerySet
 
+from accounts.consent import RECIPIENTS_SINCE, VERSIONS_IN_FORCE
 from accounts.models import AIConsent, PersonalAccessToken, User
 
 
@@ -16,21 +17,41 @@ def consent_is_current(*, user_id: int) -> bool:
     return AIConsent.objects.current().filter(user_id=user_id).exists()
 
 
+def consent_in_force(*, user: User) -> AIConsent | None:
+    """The consent in force, for the current text or an earlier one still in force (accounts/consent.py)."""
+    return AIConsent.objects.in_force().filter(user=user).first()
+
+
+def consent_allows_reading(*, user_id: int) -> bool:
+    """Whether a run may read mail now: a consent in force, whatever its version."""
+    return AIConsent.objects.in_force().filter(user_id=user_id).exists()
+
+
 @dataclass(frozen=True)
 class ReadingChoices:
-    """What a person allows a run to read: anything at all (a current AI consent), and bulk mail too."""
+    """What a person allows a run to read: anything at all (an AI consent in force), whom each email was sent
+    to (a consent to a version that says so), and bulk mail too."""
 
     consented: bool
     read_bulk_mail: bool
+    read_recipients: bool = False
 
 
 def reading_choices(*, user_id: int) -> ReadingChoices:
-    """Both of the person's choices in one statement (a run asks for both as it starts)."""
-    consenting = AIConsent.objects.current().filter(user_id=user_id)  # by the id given: an index lookup, once
-    row = User.objects.filter(pk=user_id).order_by().values_list(Exists(consenting), "read_bulk_mail").first()
+    """The person's choices in one statement (a run asks for them as it starts)."""
+    in_force = AIConsent.objects.in_force().filter(user_id=user_id)  # by the id given: an index lookup
+    with_recipients = in_force.filter(
+        text_version__in=[v for v in VERSIONS_IN_FORCE if int(v) >= int(RECIPIENTS_SINCE)]
+    )
+    row = (
+        User.objects.filter(pk=user_id)
+        .order_by()
+        .values_list(Exists(in_force), "read_bulk_mail", Exists(with_recipients))
+        .first()
+    )
     if row is None:  # the account is gone
         return ReadingChoices(consented=False, read_bulk_mail=False)
-    return ReadingChoices(consented=bool(row[0]), read_bulk_mail=bool(row[1]))
+    return ReadingChoices(consented=bool(row[0]), read_bulk_mail=bool(row[1]), read_recipients=bool(row[2]))
 
 
 def access_token_list(*, user: User) -> QuerySet[PersonalAccessToken]:

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.consent import CONSENT_NOT_SENT, CONSENT_SENT, CONSENT_TERMS, CONSENT_TITLE, CONSENT_VERSION
+from accounts.consent import CHANGES, CONSENT_NOT_SENT, CONSENT_SENT, CONSENT_TERMS, CONSENT_TITLE, CONSENT_VERSION
 from accounts.counting import CountingUnavailable
 from accounts.forms import (
     AccessTokenForm,
@@ -23,7 +23,7 @@ from accounts.forms import (
 )
 from accounts.models import PersonalAccessToken, User
 from accounts.ratelimit import AccountAction, account_rate_check
-from accounts.selectors import access_token_list, consent_current
+from accounts.selectors import access_token_list, consent_in_force
 from accounts.services import (
     access_token_create,
     access_token_revoke,
@@ -269,7 +269,13 @@ def consent(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Choose to give or to revoke consent.")
         return redirect("consent")
     context = {
-        "current": consent_current(user=user),
+        "current": (current := consent_in_force(user=user)),
+        # Agreed to an earlier text: what changed since, newest last (each version's change said once).
+        "changes": [
+            CHANGES[v]
+            for v in sorted(CHANGES, key=int)
+            if current and current.text_version != CONSENT_VERSION and int(v) > int(current.text_version)
+        ],
         "title": CONSENT_TITLE,
         "sent": CONSENT_SENT,
         "not_sent": CONSENT_NOT_SENT,

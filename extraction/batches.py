@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from accounts.selectors import ReadingChoices
 from config.logcontext import in_context
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
 from extraction.models import AlwaysReadSender, ExtractionRun
@@ -54,7 +55,8 @@ class BatchStat:
 
 class BatchCalls:
     """The Gemini side of one run: its emails, in batches, with up to EXTRACTION_LLM_CONCURRENCY calls in
-    flight. `reads_bulk` is the person's choice about bulk mail; `started` when the run began (its slice)."""
+    flight. `choices`: what the person allows read (bulk mail, whom each email was sent to); `started` when the
+    run began (its slice)."""
 
     def __init__(
         self,
@@ -63,11 +65,11 @@ class BatchCalls:
         writer: BatchWriter,
         emails: Generator[SourcedEmail],
         *,
-        reads_bulk: bool,
+        choices: ReadingChoices,
         started: float,
     ) -> None:
         self.record, self.llm, self.writer, self.emails = record, llm, writer, emails
-        self.reads_bulk, self.started = reads_bulk, started
+        self.choices, self.started = choices, started
         self.batch_stats: list[BatchStat] = []
 
     def _batches(self) -> Generator[list[SourcedEmail]]:
@@ -158,7 +160,9 @@ class BatchCalls:
         return dataclasses.replace(prepared, call=pool.submit(call))
 
     def _prompt(self, batch: list[SourcedEmail]) -> Prompt:
-        return self.llm.prepare([item.email for item in batch], reader=self.reader_addresses)
+        # A consent to a text before recipients were sent covers a prompt without them (accounts/consent.py).
+        reader = self.reader_addresses if self.choices.read_recipients else None
+        return self.llm.prepare([item.email for item in batch], reader=reader)
 
     @cached_property
     def reader_addresses(self) -> list[str]:
@@ -181,7 +185,7 @@ class BatchCalls:
         """Why the bulk rule skips this email, or None to read it: never when the person reads bulk mail,
         for a sender they always read, or for an email they asked to have read ("read this one")."""
         email = item.email
-        if self.reads_bulk or item.email.message_id in item.mailbox.integration.read_anyway:
+        if self.choices.read_bulk_mail or item.email.message_id in item.mailbox.integration.read_anyway:
             return None
         if parseaddr(email.sender)[1].lower() in self.always_read:
             return None

@@ -23,7 +23,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, F
 from django.utils import timezone
 
-from accounts.selectors import reading_choices
+from accounts.selectors import ReadingChoices, reading_choices
 from config.logcontext import log_context
 from config.metrics import run_ended
 from extraction.batches import BatchCalls, BatchStat, continued
@@ -53,7 +53,7 @@ class ExtractionPipeline:
         self.writer = BatchWriter(self.record)
         self.reader = MailboxReader(self.record, self.writer)
         self.batch_stats: list[BatchStat] = []
-        self.reads_bulk = False  # the person's choice about bulk mail, read with the consent
+        self.choices = ReadingChoices(consented=False, read_bulk_mail=False)  # read with the consent
         self.lease_given_back = False  # by the commit, in its transaction
         self.started = time.monotonic()
 
@@ -86,7 +86,7 @@ class ExtractionPipeline:
                 self.llm,
                 self.writer,
                 self.reader.emails(),
-                reads_bulk=self.reads_bulk,
+                choices=self.choices,
                 started=self.started,
             )
             self.batch_stats = calls.batch_stats
@@ -120,7 +120,7 @@ class ExtractionPipeline:
 
     def _check_consent(self) -> None:
         choices = reading_choices(user_id=self.run.user_id)
-        self.reads_bulk = choices.read_bulk_mail
+        self.choices = choices
         if not choices.consented:
             raise RunStopped(
                 ExtractionRun.Status.SKIPPED,

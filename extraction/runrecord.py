@@ -16,7 +16,7 @@ from django.db import InterfaceError, OperationalError
 from django.db.models import F
 from django.utils import timezone
 
-from accounts.selectors import consent_is_current
+from accounts.selectors import consent_allows_reading
 from extraction.models import ExtractionRun
 from extraction.services import lease_alive, lease_holds
 
@@ -80,7 +80,7 @@ class RunRecord:
         assert self.token is not None
         if not lease_alive(user_id=self.run.user_id, token=self.token):
             raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
-        if not consent_is_current(user_id=self.run.user_id):
+        if not consent_allows_reading(user_id=self.run.user_id):
             raise RunStopped(
                 ExtractionRun.Status.CANCELLED,
                 "consent_revoked",

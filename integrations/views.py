@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.selectors import consent_current
+from accounts.selectors import consent_in_force
 from accounts.verification import email_verified_required
 from config.errors import ApplicationError
 from config.http import request_user
@@ -98,7 +98,7 @@ def _sync_status(status: MailboxStatus, *, consent: bool, now: datetime, left_ou
 @require_GET
 def mailboxes(request: HttpRequest) -> HttpResponse:
     user = request_user(request)
-    consent = consent_current(user=user) is not None
+    consent = consent_in_force(user=user) is not None
     now = timezone.now()
     run = run_latest(user=user)
     left_out = {

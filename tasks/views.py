@@ -18,8 +18,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.consent import CONSENT_VERSION
 from accounts.models import User
-from accounts.selectors import consent_current
+from accounts.selectors import consent_in_force
 from config.errors import ApplicationError
 from config.http import is_htmx, request_user
 from config.pagination import InvalidCursor
@@ -217,7 +218,8 @@ def _home_context(request: HttpRequest, form: TaskForm | None = None) -> dict[st
     return {
         **listed,
         "form": form or TaskForm(),
-        "consent": consent_current(user=user),
+        "consent": (consent := consent_in_force(user=user)),
+        "consent_outdated": consent is not None and consent.text_version != CONSENT_VERSION,
         "integrations": integrations,
         "run": run,
         "version": version,
