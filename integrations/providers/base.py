@@ -9,24 +9,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 # The normalised email lives with the rest of mail's meaning; providers make it, and import it from here too.
 from integrations.mail.message import Email as Email
 
+# Which of a mailbox's mail a cursor follows: what entered the inbox, or what its owner sent (Gmail's SENT
+# label, Graph's `sentitems` folder). Every cursor method takes one; "inbox" is the default.
+Folder = Literal["inbox", "sent"]
+FOLDERS: tuple[Folder, ...] = ("inbox", "sent")
+
 
 @dataclass(frozen=True)
 class Delta:
-    """Inbox mail to read since a cursor, and the cursor that would follow it. Fetching saves nothing."""
+    """Mail of one folder (the inbox, or Sent) to read since a cursor, and the cursor that would follow it.
+    Fetching saves nothing."""
 
-    message_ids: list[str]  # mail that entered the inbox since the cursor, oldest first, without repeats
+    message_ids: list[str]  # mail that entered the folder since the cursor, oldest first, without repeats
     new_cursor: str
     # When the provider tells (Outlook): when each message was received, for the caller's bounds.
     received: dict[str, datetime] = field(default_factory=dict)
     # True for the first read of a mailbox (its whole inbox, not changes since a checkpoint): the caller
     # bounds the part received before the mailbox was connected.
     backfill: bool = False
-    # A resync (`MailProvider.resync`): how many messages of the window were not listed, over its bound.
+    # A resync or a first read (`MailProvider.resync`, `first_read`): how many messages of the window were
+    # not listed, over its bound.
     not_read: int = 0
 
 
@@ -85,28 +92,66 @@ class CursorExpired(ProviderError):
     code = "cursor_expired"
 
 
-class MailProvider(Protocol):
-    """A connected mailbox, ready to read. Implementations: gmail.GmailProvider, outlook.OutlookProvider."""
+def cursor_for(folder: Folder, position: str) -> str:
+    """The cursor of `folder` at a provider's `position` (a historyId, a delta link). An inbox cursor is the
+    position itself, as it always was; any other carries its folder first ("sent:…"), because a position
+    does not always say which folder it follows (Gmail's history ids are the mailbox's; Graph's links name
+    their folder by an id only Graph can resolve), and reading one folder from another's position would
+    skip its mail or read the wrong folder."""
+    return position if folder == "inbox" else f"{folder}:{position}"
 
-    def current_cursor(self) -> str:
+
+def cursor_position(folder: Folder, cursor: str) -> str:
+    """The provider's position in a cursor of `folder`. Raises CursorExpired for a cursor of another folder
+    (a resync, never a read from someone else's position)."""
+    marked = next((f for f in FOLDERS if f != "inbox" and cursor.startswith(f"{f}:")), "inbox")
+    if marked != folder:
+        raise CursorExpired(
+            f"This sync position belongs to the {marked} mail, not the {folder} mail; a resync is needed."
+        )
+    return cursor if folder == "inbox" else cursor[len(folder) + 1 :]
+
+
+class MailProvider(Protocol):
+    """A connected mailbox, ready to read. Implementations: gmail.GmailProvider, outlook.OutlookProvider.
+
+    The cursor methods read one folder: the inbox (the default) or Sent mail, with the same semantics. A
+    cursor is made for its folder and refused (CursorExpired) by the other (`cursor_position`)."""
+
+    def current_cursor(self, folder: Folder = "inbox") -> str:
         """The cursor for "now": where incremental sync starts on connect."""
         ...
 
-    def fetch_delta(self, cursor: str) -> Delta:
-        """The ids of every email that entered the inbox since `cursor` (new, or moved or relabelled into
+    def fetch_delta(self, cursor: str, *, folder: Folder = "inbox") -> Delta:
+        """The ids of every email that entered `folder` since `cursor` (new, or moved or relabelled into
         it) and that the provider does not record as deleted since, and the cursor after them. Saves
-        nothing. Raises CursorExpired when the provider no longer knows `cursor`."""
+        nothing. Raises CursorExpired when the provider no longer knows `cursor`, or it is another folder's."""
         ...
 
-    def resync(self, since: datetime, limit: int, *, cursor: str, handled: Callable[[list[str]], set[str]]) -> Delta:
+    def resync(
+        self,
+        since: datetime,
+        limit: int,
+        *,
+        cursor: str,
+        handled: Callable[[list[str]], set[str]],
+        folder: Folder = "inbox",
+    ) -> Delta:
         """A new cursor for "now", and what to read so that nothing is lost across an expired `cursor`: the
-        mail in the inbox now that the ledger (`handled`: which of these ids it holds) does not hold and
-        that came into the inbox after `cursor`, whatever its received time, or was received since `since`.
+        mail in `folder` now that the ledger (`handled`: which of these ids it holds) does not hold and
+        that came into it after `cursor`, whatever its received time, or was received since `since`.
         At most the newest `limit`; how many more there were (or may be: not looked at) is `not_read`."""
         ...
 
+    def first_read(self, since: datetime, limit: int, *, folder: Folder = "inbox") -> Delta:
+        """The first read of `folder` (for Sent: after connect, or after consent to reading it): a cursor
+        for now, taken first (mail arriving meanwhile is in its next delta, perhaps listed twice: the
+        ledger drops repeats), and the mail of `folder` received since `since`, the newest `limit` of it,
+        oldest first; how many more of that window there were is `not_read`."""
+        ...
+
     def fetch_emails(self, message_ids: list[str]) -> Fetched:
-        """The given messages, in the order given. One message failing does not fail the others: it is
-        in `failed`. Raises only for what concerns the whole mailbox (its sign-in refused, throttling, the
-        service unreachable)."""
+        """The given messages, in the order given, whichever folder listed them (ids are the mailbox's).
+        One message failing does not fail the others: it is in `failed`. Raises only for what concerns the
+        whole mailbox (its sign-in refused, throttling, the service unreachable)."""
         ...

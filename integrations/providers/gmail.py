@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 from urllib.parse import quote
@@ -31,11 +31,14 @@ from integrations.providers.base import (
     Delta,
     Email,
     Fetched,
+    Folder,
     ProviderAuthError,
     ProviderError,
     ProviderNotFound,
     ProviderRateLimited,
     ProviderUnavailable,
+    cursor_for,
+    cursor_position,
 )
 
 logger = logging.getLogger(__name__)
@@ -62,6 +65,8 @@ _CATEGORIES = {
     "CATEGORY_SOCIAL": "social",
     "CATEGORY_FORUMS": "forums",
 }
+# The system label each folder's mail carries: a sent message has SENT (and INBOX too when sent to oneself).
+LABELS: dict[Folder, str] = {"inbox": "INBOX", "sent": "SENT"}
 # OSError covers timeouts and refused or reset connections.
 _TRANSPORT_ERRORS = (httplib2.HttpLib2Error, TransportError, OSError)
 
@@ -95,17 +100,18 @@ def _retry_after(error: HttpError) -> float | None:
         return None  # an HTTP date: rare from Google, and the caller's backoff will do
 
 
-def _entered_inbox(record: dict[str, Any]) -> list[str]:
-    """The messages a history record shows entering INBOX: added with the label, or labelled with it."""
+def _entered(record: dict[str, Any], label: str) -> list[str]:
+    """The messages a history record shows entering `label` (INBOX, SENT): added with the label, or
+    labelled with it."""
     entered = [
         added.get("message") or {}
         for added in record.get("messagesAdded", [])
-        if "INBOX" in ((added.get("message") or {}).get("labelIds") or ["INBOX"])  # no labels listed: as asked
+        if label in ((added.get("message") or {}).get("labelIds") or [label])  # no labels listed: as asked
     ]
     entered += [
         labelled.get("message") or {}
         for labelled in record.get("labelsAdded", [])
-        if "INBOX" in (labelled.get("labelIds") or [])
+        if label in (labelled.get("labelIds") or [])
     ]
     return [str(message["id"]) for message in entered if message.get("id")]
 
@@ -193,21 +199,26 @@ class GmailProvider:
         return bool(self._credentials.token) and self._credentials.token != self._initial_token
 
     # MailProvider ------------------------------------------------------------------------------------
-    def current_cursor(self) -> str:
+    def current_cursor(self, folder: Folder = "inbox") -> str:
+        """The mailbox's history id now, as a cursor of `folder` (history ids are the mailbox's, not a
+        label's: the cursor carries its folder, `cursor_for`)."""
         profile = self._execute(self._users().getProfile(userId="me"))
-        return str(profile["historyId"])
+        return cursor_for(folder, str(profile["historyId"]))
 
     def account_address(self) -> str:
         profile = self._execute(self._users().getProfile(userId="me"))
         return str(profile["emailAddress"])
 
-    # Push (users.watch on INBOX, published to a Pub/Sub topic) ------------------------------------------
-    def watch(self, topic: str) -> datetime:
-        """Ask Gmail to publish INBOX changes to `topic`; calling it again renews the watch. Returns when
-        the watch expires (Gmail: in 7 days)."""
+    # Push (users.watch on INBOX, and SENT when asked, published to a Pub/Sub topic) --------------------
+    def watch(self, topic: str, *, folders: Sequence[Folder] = ("inbox",)) -> datetime:
+        """Ask Gmail to publish changes of `folders`' labels to `topic`; calling it again renews the watch
+        (and replaces its labels). The labels decide which changes push: under INBOX alone, sent mail does
+        not (the documented rule; live reports differ, and a push is only a doorbell either way). Returns
+        when the watch expires (Gmail: in 7 days)."""
+        labels = [LABELS[folder] for folder in dict.fromkeys(folders)]
         answer = self._execute(
             self._users().watch(
-                userId="me", body={"topicName": topic, "labelIds": ["INBOX"], "labelFilterBehavior": "include"}
+                userId="me", body={"topicName": topic, "labelIds": labels, "labelFilterBehavior": "include"}
             )
         )
         return datetime.fromtimestamp(int(answer["expiration"]) / 1000, tz=UTC)
@@ -215,12 +226,15 @@ class GmailProvider:
     def stop_watch(self) -> None:
         self._execute(self._users().stop(userId="me"))
 
-    def fetch_delta(self, cursor: str) -> Delta:
-        """Every message that entered INBOX after `cursor`, over all history pages: delivered there, or
-        labelled into it later (un-archived, "Not spam", moved from another label, a filter), and not
-        deleted for good since (a messagesDeleted record: nothing to read). Saves nothing."""
+    def fetch_delta(self, cursor: str, *, folder: Folder = "inbox") -> Delta:
+        """Every message that entered `folder`'s label (INBOX, SENT) after `cursor`, over all history
+        pages: delivered or sent there, or labelled into it later (un-archived, "Not spam", moved from
+        another label, a filter), and not deleted for good since (a messagesDeleted record: nothing to
+        read). Saves nothing. A cursor of another folder is refused before any request."""
+        start = cursor_position(folder, cursor)
+        label = LABELS[folder]
         message_ids: dict[str, None] = {}
-        new_cursor = cursor
+        new_position = start
         page_token: str | None = None
         while True:
             request = (
@@ -228,11 +242,11 @@ class GmailProvider:
                 .history()
                 .list(
                     userId="me",
-                    startHistoryId=cursor,
+                    startHistoryId=start,
                     # Deletions too: they change nothing of which mail is listed (GMAIL_FILTER), and a
                     # message deleted before it is read is then known gone, not a 404 to wait out.
                     historyTypes=["messageAdded", "labelAdded", "messageDeleted"],
-                    labelId="INBOX",
+                    labelId=label,
                     maxResults=500,
                     pageToken=page_token,
                 )
@@ -244,36 +258,50 @@ class GmailProvider:
                     raise CursorExpired("Gmail no longer has the history since the last sync.") from error
                 raise _translate(error) from error
             for record in page.get("history", []):
-                for message_id in _entered_inbox(record):
+                for message_id in _entered(record, label):
                     message_ids.setdefault(message_id, None)
                 for deleted in record.get("messagesDeleted", []):
                     message_ids.pop(str((deleted.get("message") or {}).get("id", "")), None)
-            new_cursor = str(page.get("historyId", new_cursor))
+            new_position = str(page.get("historyId", new_position))
             page_token = page.get("nextPageToken")
             if not page_token:
                 break
-        return Delta(message_ids=list(message_ids), new_cursor=new_cursor)
+        return Delta(message_ids=list(message_ids), new_cursor=cursor_for(folder, new_position))
 
-    def resync(self, since: datetime, limit: int, *, cursor: str, handled: Callable[[list[str]], set[str]]) -> Delta:
+    def resync(
+        self,
+        since: datetime,
+        limit: int,
+        *,
+        cursor: str,
+        handled: Callable[[list[str]], set[str]],
+        folder: Folder = "inbox",
+    ) -> Delta:
         """The history id of now (taken first, so mail arriving meanwhile is in the next delta), and the
-        inbox mail the ledger (`handled`) does not hold that was received since `since` or came into the
-        inbox after the old `cursor`: the newest `limit` of it, and how many more (`not_read`).
+        mail of `folder`'s label the ledger (`handled`) does not hold that was received since `since` or
+        came into the label after the old `cursor`: the newest `limit` of it, and how many more (`not_read`).
 
         Mail moved in keeps its received time, and the listing gives ids only, so each unhandled message
         received before `since` is looked at (format=minimal, in batches): its `historyId` is the last
         change to it, and one past the old cursor was delivered or relabelled since. One not past it was in
         the inbox, unchanged, when the old cursor was read: handled then, or there before the mailbox was
         connected (never owed). At most `limit` are looked at; those left are counted in `not_read` too
-        (they may be owed: only looking would tell)."""
-        history_id = self.current_cursor()
-        recent = set(self._inbox_ids(after=since, limit=RESYNC_COUNT_LIMIT))
+        (they may be owed: only looking would tell). An old cursor of another folder tells no position:
+        only the mail received since `since` is then owed."""
+        label = LABELS[folder]
+        history_id = self.current_cursor(folder)
+        try:
+            floor = cursor_position(folder, cursor)
+        except CursorExpired:
+            floor = ""
+        recent = set(self._label_ids(label, after=since, limit=RESYNC_COUNT_LIMIT))
         unhandled: list[str] = []  # newest first
-        for page in self._inbox_pages(after=None, limit=RESYNC_COUNT_LIMIT):
+        for page in self._label_pages(label, after=None, limit=RESYNC_COUNT_LIMIT):
             known = handled(page)
             unhandled.extend(m for m in page if m not in known)
         older = [m for m in unhandled if m not in recent]
         looked_at = older[:limit]
-        moved_in = set(self._entered_since(looked_at, cursor=cursor, since=since))
+        moved_in = set(self._entered_since(looked_at, cursor=floor, since=since))
         owed = [m for m in unhandled if m in recent or m in moved_in]
         kept = owed[:limit]
         not_read = len(owed) - len(kept) + len(older) - len(looked_at)
@@ -300,17 +328,26 @@ class GmailProvider:
             failed={m: _translate(error) for m, error in failed.items()},
         )
 
+    def first_read(self, since: datetime, limit: int, *, folder: Folder = "inbox") -> Delta:
+        """The history id of now (taken first, so mail arriving meanwhile is in the next delta), and the
+        newest `limit` messages of `folder`'s label received since `since`, oldest first; the rest of that
+        window is counted (`not_read`, up to RESYNC_COUNT_LIMIT ids listed)."""
+        history_id = self.current_cursor(folder)
+        window = self._label_ids(LABELS[folder], after=since, limit=RESYNC_COUNT_LIMIT)
+        kept = window[:limit]
+        return Delta(list(reversed(kept)), history_id, not_read=len(window) - len(kept))
+
     def backfill_message_ids(self, after: datetime, limit: int) -> list[str]:
         """The newest `limit` inbox messages received after `after`, oldest first (the connect-time backfill)."""
-        return list(reversed(self._inbox_ids(after=after, limit=limit)))
+        return list(reversed(self._label_ids("INBOX", after=after, limit=limit)))
 
-    def _inbox_ids(self, *, after: datetime, limit: int) -> list[str]:
-        """Inbox message ids received after `after`, newest first, at most `limit`."""
-        return [message_id for page in self._inbox_pages(after=after, limit=limit) for message_id in page]
+    def _label_ids(self, label: str, *, after: datetime, limit: int) -> list[str]:
+        """Ids of messages with `label` received after `after`, newest first, at most `limit`."""
+        return [message_id for page in self._label_pages(label, after=after, limit=limit) for message_id in page]
 
-    def _inbox_pages(self, *, after: datetime | None, limit: int) -> Iterator[list[str]]:
-        """Inbox message ids (received after `after`, if given), newest first, a page at a time, at most
-        `limit` in all."""
+    def _label_pages(self, label: str, *, after: datetime | None, limit: int) -> Iterator[list[str]]:
+        """Ids of messages with `label` (received after `after`, if given), newest first, a page at a time,
+        at most `limit` in all."""
         listed = 0
         page_token: str | None = None
         while listed < limit:
@@ -319,7 +356,7 @@ class GmailProvider:
                 .messages()
                 .list(
                     userId="me",
-                    labelIds=["INBOX"],
+                    labelIds=[label],
                     q=f"after:{int(after.timestamp())}" if after is not None else None,
                     maxResults=min(limit - listed, 500),
                     pageToken=page_token,

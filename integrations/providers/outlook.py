@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -28,11 +29,14 @@ from integrations.providers.base import (
     Delta,
     Email,
     Fetched,
+    Folder,
     ProviderAuthError,
     ProviderError,
     ProviderNotFound,
     ProviderRateLimited,
     ProviderUnavailable,
+    cursor_for,
+    cursor_position,
 )
 
 logger = logging.getLogger(__name__)
@@ -57,6 +61,16 @@ RESYNC_LEDGER_CHUNK = 1000  # ids asked of the ledger at once
 MAX_RETRY_SLEEP_S = 30.0  # a longer Retry-After goes back to the caller rather than holding a worker
 BATCH_SIZE = 20  # Graph's limit per JSON batch
 MAX_RECIPIENT_ENTRIES = 200  # of a recipient list looked at (repeats and bad entries dropped, then bounded)
+# Each folder's well-known name at Graph: Sent mail is `sentitems`, with its own delta like any folder's.
+FOLDER_NAMES: dict[Folder, str] = {"inbox": "inbox", "sent": "sentitems"}
+# Graph's well-known folder names: a delta link naming one by name names that folder (Graph's own links name
+# it by id, which only Graph resolves; the folder a cursor is for is then told by `cursor_for`'s mark).
+_WELL_KNOWN = {
+    "archive", "clutter", "conflicts", "conversationhistory", "deleteditems", "drafts", "inbox", "junkemail",
+    "localfailures", "msgfolderroot", "outbox", "recoverableitemsdeletions", "scheduled", "searchfolders",
+    "sentitems", "serverfailures", "syncissues",
+}  # fmt: skip
+_DELTA_FOLDER = re.compile(r"/mailfolders(?:/([^/()']+)|\('([^']+)'\))/messages/delta$", re.IGNORECASE)
 _RESYNC_CODES = {"syncstatenotfound", "resyncrequired", "syncstateinvalid", "errorinvalidsyncstatedata"}
 _RETRYABLE = (429, 503)
 
@@ -115,44 +129,54 @@ class OutlookProvider:
         self._endpoint = settings.GRAPH_API_ENDPOINT.rstrip("/")
 
     # MailProvider ------------------------------------------------------------------------------------
-    def initial_cursor(self) -> str:
-        """The first delta URL of the inbox. Not fetched here: the first fetch_delta GETs it, which lists the
-        inbox (for the backfill) and gives the first deltaLink."""
-        return self._initial_url(DELTA_FIELDS)
+    def initial_cursor(self, folder: Folder = "inbox") -> str:
+        """The first delta URL of `folder`. Not fetched here: the first fetch_delta GETs it, which lists the
+        folder (for the backfill) and gives the first deltaLink."""
+        return cursor_for(folder, self._initial_url(DELTA_FIELDS, folder))
 
-    def _initial_url(self, fields: tuple[str, ...]) -> str:
+    def _initial_url(self, fields: tuple[str, ...], folder: Folder = "inbox") -> str:
         query = urlencode({"$select": ",".join(fields)}, quote_via=quote, safe="$,:")
-        return f"{self._endpoint}/me/mailFolders/inbox/messages/delta?{query}"
+        return f"{self._endpoint}/me/mailFolders/{FOLDER_NAMES[folder]}/messages/delta?{query}"
 
-    def current_cursor(self) -> str:
-        return self.initial_cursor()
+    def current_cursor(self, folder: Folder = "inbox") -> str:
+        return self.initial_cursor(folder)
 
     def account_address(self) -> str:
         me = self._request("GET", f"{self._endpoint}/me")
         return str(me.get("mail") or me.get("userPrincipalName") or "")
 
-    def fetch_delta(self, cursor: str) -> Delta:
-        """Every message that entered the inbox or changed since `cursor`, over all pages, oldest first.
-        Saves nothing.
+    def fetch_delta(self, cursor: str, *, folder: Folder = "inbox") -> Delta:
+        """Every message that entered `folder` (the inbox, `sentitems`) or changed since `cursor`, over all
+        pages, oldest first. Saves nothing. A cursor of another folder is refused before any request.
 
         A message that comes back only because it was read or flagged is listed too (the pipeline's ledger
         drops what it has seen); removed ones are not. Pages are followed however many there are; a link
         that comes back again is a loop and ends the fetch.
         """
-        found, delta_link = self._round(cursor)
+        link = _folder_link(folder, cursor)
+        found, delta_link = self._round(link)
         received = {m: _received(item.get("receivedDateTime")) for m, item in found.items()}
-        return self._delta(received, delta_link, backfill=_is_initial(cursor))
+        return self._delta(received, cursor_for(folder, delta_link), backfill=_is_initial(link))
 
-    def resync(self, since: datetime, limit: int, *, cursor: str, handled: Callable[[list[str]], set[str]]) -> Delta:
-        """A fresh inbox delta from the start: its deltaLink is the new cursor, and what to read is the
-        inbox mail the ledger (`handled`) does not hold that was received, or last changed, since `since`
-        (the newest `limit`; how many more is `not_read`).
+    def resync(
+        self,
+        since: datetime,
+        limit: int,
+        *,
+        cursor: str,
+        handled: Callable[[list[str]], set[str]],
+        folder: Folder = "inbox",
+    ) -> Delta:
+        """A fresh delta of `folder` from the start: its deltaLink is the new cursor, and what to read is
+        the folder's mail the ledger (`handled`) does not hold that was received, or last changed, since
+        `since` (the newest `limit`; how many more is `not_read`).
 
         Mail moved into the Inbox keeps its receivedDateTime, but a move changes it (Exchange makes the
         item anew in the folder it enters), so `lastModifiedDateTime` tells mail moved in after the last
         read; mail unchanged since was in the inbox then: handled, or there before the mailbox was
         connected (never owed). `cursor` (the old delta link) tells no time: it is not needed here."""
-        found, delta_link = self._round(self._initial_url(RESYNC_FIELDS))
+        found, link = self._round(self._initial_url(RESYNC_FIELDS, folder))
+        delta_link = cursor_for(folder, link)
         unhandled: dict[str, dict[str, Any]] = {}
         ids = list(found)
         for start in range(0, len(ids), RESYNC_LEDGER_CHUNK):
@@ -169,6 +193,19 @@ class OutlookProvider:
         listed = self._delta(owed, delta_link, backfill=False)
         kept = listed.message_ids[-limit:] if limit else []
         return Delta(kept, delta_link, listed.received, not_read=len(listed.message_ids) - len(kept))
+
+    def first_read(self, since: datetime, limit: int, *, folder: Folder = "inbox") -> Delta:
+        """A first delta round of `folder` (unfiltered, the query of every later delta): its deltaLink is
+        the cursor, and what to read is the newest `limit` of its mail received since `since`, oldest
+        first; the rest of that window is counted (`not_read`). Mail arriving during the round is in the
+        next delta. An item Graph gives no time for is taken as in the window (never dropped unseen)."""
+        found, link = self._round(self._initial_url(DELTA_FIELDS, folder))
+        times = {m: _received(item.get("receivedDateTime")) for m, item in found.items()}
+        window = {m: when for m, when in times.items() if when is None or when >= since}
+        listed = self._delta(window, cursor_for(folder, link), backfill=False)
+        kept = listed.message_ids[-limit:] if limit else []
+        received = {m: listed.received[m] for m in kept if m in listed.received}
+        return Delta(kept, listed.new_cursor, received, not_read=len(listed.message_ids) - len(kept))
 
     def fetch_emails(self, message_ids: list[str]) -> Fetched:
         """The messages in the order given (repeats dropped), in $batch requests of at most 20. A part that
@@ -486,6 +523,19 @@ def _received(value: Any) -> datetime | None:
 
 def _graph_time(when: datetime) -> str:
     return when.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _folder_link(folder: Folder, cursor: str) -> str:
+    """The delta link in a cursor of `folder`. Raises CursorExpired for a cursor of another folder: one
+    marked for it, or a link that names another well-known folder by name."""
+    link = cursor_position(folder, cursor)
+    named = _DELTA_FOLDER.search(urlsplit(link).path)
+    ref = (named.group(1) or named.group(2) or "").lower() if named else ""
+    if ref in _WELL_KNOWN and ref != FOLDER_NAMES[folder]:
+        raise CursorExpired(
+            f"The saved Outlook sync position reads {ref}, not {FOLDER_NAMES[folder]}; a resync is needed."
+        )
+    return link
 
 
 def _is_initial(cursor: str) -> bool:
