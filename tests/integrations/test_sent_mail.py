@@ -94,6 +94,17 @@ def test_gmail_sent_delta_lists_sent_mail_only_and_the_inbox_delta_never_lists_i
     assert provider.fetch_delta(inbox_delta.new_cursor).message_ids == []
 
 
+def test_gmail_mail_sent_to_oneself_is_one_message_in_both_folders_and_each_delta_lists_it(
+    sandbox: SandboxClient,
+) -> None:
+    provider = gmail_provider(sandbox)
+    inbox_cursor, sent_cursor = provider.current_cursor(), provider.current_cursor(folder="sent")
+    note = sandbox.deliver(OWNER, incoming(1).replace(f"From: {SAM}", f"From: {OWNER}"), labels=["SENT", "INBOX"])
+
+    assert provider.fetch_delta(inbox_cursor).message_ids == [note["id"]]
+    assert provider.fetch_delta(sent_cursor, folder="sent").message_ids == [note["id"]]  # one id, two folders
+
+
 def test_gmail_a_cursor_of_one_folder_is_refused_by_the_other_before_any_history_is_read(
     sandbox: SandboxClient,
 ) -> None:
