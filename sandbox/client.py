@@ -128,6 +128,32 @@ class SandboxClient:
         """Delete for good (not to Trash): one messagesDeleted history record each."""
         return int(self.call("POST", "/gmail/messages/delete", json={"address": address, "ids": ids})["deleted"])
 
+    def _send(
+        self,
+        service: str,
+        address: str,
+        to: list[str],
+        body: str,
+        cc: list[str] | None,
+        subject: str | None,
+        in_reply_to: str | None,
+        deliver_to: list[str] | None,
+        sent_at: datetime | None,
+    ) -> dict[str, Any]:
+        """What send_gmail and send_outlook ask of the sandbox: the same fields, each service's route."""
+        payload = _drop_none(
+            address=address,
+            to=to,
+            cc=cc,
+            subject=subject,
+            body=body,
+            in_reply_to=in_reply_to,
+            deliver_to=deliver_to,
+            sent_at=sent_at.isoformat() if sent_at else None,
+        )
+        result: dict[str, Any] = self.call("POST", f"/{service}/messages/send", json=payload)
+        return result
+
     def send_gmail(
         self,
         address: str,
@@ -145,18 +171,7 @@ class SandboxClient:
         (unless `subject` is given) and that message's threadId. `deliver_to` names other sandbox mailboxes
         (Gmail and/or Outlook) that receive it as incoming mail. Returns {id, threadId, historyId, messageId
         (the Message-ID header), delivered: [{address, provider, id, threadId | conversationId, ...}]}."""
-        payload = _drop_none(
-            address=address,
-            to=to,
-            cc=cc,
-            subject=subject,
-            body=body,
-            in_reply_to=in_reply_to,
-            deliver_to=deliver_to,
-            sent_at=sent_at.isoformat() if sent_at else None,
-        )
-        result: dict[str, Any] = self.call("POST", "/gmail/messages/send", json=payload)
-        return result
+        return self._send("gmail", address, to, body, cc, subject, in_reply_to, deliver_to, sent_at)
 
     def deliver_gmail_reply(
         self,
@@ -351,18 +366,7 @@ class SandboxClient:
         conversation (In-Reply-To, References, "Re: " subject unless `subject` is given). `deliver_to` as for
         send_gmail. Returns the delivery answer ({id (immutable), rest_id, conversationId, internetMessageId,
         receivedDateTime, folder}) plus delivered."""
-        payload = _drop_none(
-            address=address,
-            to=to,
-            cc=cc,
-            subject=subject,
-            body=body,
-            in_reply_to=in_reply_to,
-            deliver_to=deliver_to,
-            sent_at=sent_at.isoformat() if sent_at else None,
-        )
-        result: dict[str, Any] = self.call("POST", "/graph/messages/send", json=payload)
-        return result
+        return self._send("graph", address, to, body, cc, subject, in_reply_to, deliver_to, sent_at)
 
     def deliver_outlook_reply(
         self,
