@@ -87,6 +87,12 @@
   });
   document.addEventListener("htmx:beforeSwap", function (event) {
     var target = event.detail && event.detail.target;
+    if (target && target.id === "task-list" && editing()) {
+      // A refresh asked for before the edit began has come back: it would replace the edit form.
+      event.detail.shouldSwap = false;
+      refreshWaiting = true;
+      return;
+    }
     if (target && target.id === "task-list") {
       ticked = Array.prototype.map.call(document.querySelectorAll("#task-list .select-task:checked"), function (box) {
         return box.value;
