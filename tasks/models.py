@@ -27,6 +27,13 @@ class Task(TimeStampedModel):
         DONE = "done", "Done"
         DISMISSED = "dismissed", "Dismissed"
 
+    class Kind(models.TextChoices):
+        # What the item is to its person: something asked of them, something they promised in mail they
+        # sent, or something they asked of someone else and wait for (DESIGN §4, issue 22).
+        ASK = "ask", "Asked of you"
+        COMMITMENT = "commitment", "You promised"
+        WAITING = "waiting", "Waiting for"
+
     class Priority(models.TextChoices):
         LOW = "low", "Low"
         MEDIUM = "medium", "Medium"
@@ -62,6 +69,12 @@ class Task(TimeStampedModel):
         "extraction.ExtractionRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="tasks"
     )
     completed_at = models.DateTimeField(null=True, blank=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.ASK, db_default=Kind.ASK)
+    # For a waiting item: whom the person asked ("Name <address>", as in a To header); "" otherwise.
+    waiting_on = models.CharField(max_length=500, blank=True, default="", db_default="")
+    # The person edited or reopened it by hand: no email closes or changes it automatically again; what an
+    # email would have done is kept as a `suggested` event and shown on it instead.
+    hand_changed = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ("-created_at", "-id")
@@ -140,3 +153,61 @@ class TaskListVersion(models.Model):
 
     def __str__(self) -> str:
         return f"tasks of {self.user_id} changed {self.version}x"
+
+
+class TaskEvent(models.Model):
+    """One change of an item, in its history: made by an email (automatic: `closed`, `updated`, or `suggested`
+    when the item was changed by hand before) or by its person. An automatic change is reversible: it keeps
+    what it changed from (`status_before`, `due_date_before`), and undoing it stamps `undone_at` and puts
+    those back. One email changes one item at most once per action (the unique constraint): a run read again
+    after a crash finds the row and changes nothing twice."""
+
+    class Action(models.TextChoices):
+        CLOSED = "closed", "Closed"  # delivered, paid, cancelled, settled
+        UPDATED = "updated", "Due date changed"
+        SUGGESTED = "suggested", "Suggested"  # what an email would have done to an item changed by hand
+        REOPENED = "reopened", "Reopened"
+        UNDONE = "undone", "Undone"
+
+    class By(models.TextChoices):
+        EMAIL = "email", "An email"
+        PERSON = "person", "You"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    by = models.CharField(max_length=8, choices=By.choices)
+    at = models.DateTimeField()
+    # The email that made the change (automatic changes): where it is, and what of it says so.
+    integration = models.ForeignKey(
+        "integrations.Integration", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    message_id = models.CharField(max_length=512, blank=True, default="")
+    web_link = models.URLField(max_length=1000, blank=True, default="")
+    email_folder = models.CharField(max_length=8, blank=True, default="")  # "inbox" | "sent" ("sent": your reply)
+    email_sender = models.CharField(max_length=500, blank=True, default="")
+    email_received_at = models.DateTimeField(null=True, blank=True)
+    sentence = models.CharField(max_length=300, blank=True, default="")
+    run = models.ForeignKey(
+        "extraction.ExtractionRun", on_delete=models.SET_NULL, null=True, blank=True, related_name="task_events"
+    )
+    # What the change changed, to undo it: the status and due date before, and the due date it set.
+    status_before = models.CharField(max_length=16, blank=True, default="")
+    due_date_before = models.DateField(null=True, blank=True)
+    due_date_after = models.DateField(null=True, blank=True)
+    undone_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("at", "id")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "message_id", "action"],
+                condition=models.Q(by="email"),
+                name="one_change_per_email_and_action",
+            )
+        ]
+        indexes = [models.Index(fields=["task", "at"], name="task_event_history")]
+        verbose_name = "task history entry"
+        verbose_name_plural = "task history"
+
+    def __str__(self) -> str:
+        return f"{self.task_id} {self.action} by {self.by}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from integrations.mail.conversation import Recipient, conversation_key
 
@@ -36,6 +37,10 @@ class Email:
     # Whom it was sent to, bounded (`conversation.MAX_RECIPIENTS` each).
     to: tuple[Recipient, ...] = ()
     cc: tuple[Recipient, ...] = ()
+    # Which of the mailbox's folders it was read from: what entered the inbox (asks of the reader, answers to
+    # what they wait for), or what its owner sent (their promises, their asks of others). Set by the reader
+    # of the run from the cursor it was listed by.
+    folder: Literal["inbox", "sent"] = "inbox"
 
     @property
     def conversation_key(self) -> str:
