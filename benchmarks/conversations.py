@@ -436,7 +436,7 @@ class Mail:
         original = Original(parent.message_id, parent.references[:-1], parent.subject) if parent else None
         raw = compose(
             sender=message.sender,
-            to=list(message.to),
+            to=list(message.to) or [_reader_address(p) for p in providers],  # as the control API's replies
             cc=list(message.cc),
             subject=subject,
             body=message.text,
@@ -657,9 +657,17 @@ def score(user: User, conversations: list[Conversation], mail: Mail) -> tuple[di
 
     integration_of = {i.provider: i.pk for i in Integration.objects.filter(user=user)}
     message_of: dict[tuple[int, str], tuple[str, str]] = {}  # (mailbox, provider id) -> (conversation, message)
+    by_header: dict[str, tuple[str, str]] = {}  # Message-ID without brackets -> (conversation, message)
     for (conversation_id, message_id), done in mail.delivered.items():
+        by_header[message_id_key(done.message_id)] = (conversation_id, message_id)
         for copy in done.copies:
             message_of[(integration_of[copy.provider], copy.mailbox_id)] = (conversation_id, message_id)
+
+    def named(integration_id: int | None, provider_id: str, header: str = "") -> tuple[str, str] | None:
+        """The dataset message a row names: by its mailbox and provider id, else by its Message-ID."""
+        found = message_of.get((integration_id or 0, provider_id))
+        return found or by_header.get(message_id_key(header or provider_id))
+
     ledger = set(
         ProcessedEmail.objects.filter(integration__user=user)
         .exclude(outcome=ProcessedEmail.Outcome.QUARANTINED)
@@ -672,7 +680,7 @@ def score(user: User, conversations: list[Conversation], mail: Mail) -> tuple[di
     source_of: dict[int, str] = {}
     strays: list[Task] = []
     for task in tasks:
-        found = message_of.get((task.integration_id or 0, task.source_id))
+        found = named(task.integration_id, task.source_id, task.email_key)
         if found is None:
             strays.append(task)
             continue
@@ -680,7 +688,7 @@ def score(user: User, conversations: list[Conversation], mail: Mail) -> tuple[di
         source_of[task.pk] = found[1]
 
     def event_message(event: TaskEvent) -> str | None:
-        found = message_of.get((event.integration_id or 0, event.message_id))
+        found = named(event.integration_id, event.message_id)
         return found[1] if found else None
 
     s = Score()
@@ -908,11 +916,12 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess, conversations: list
         rounds=rounds,
         rounds_late=late,
         delivery_mismatches=len(mismatches),
+        delivery_mismatches_first=mismatches[:20],
         setup_s=round(setup_s, 1),
         read_s=round(read_s, 1),
         day0=mail.day0.date().isoformat(),
     )
-    return figures, problems + mismatches
+    return figures, mismatches + problems
 
 
 def _ungrounded(runs: Any) -> int:
@@ -992,10 +1001,10 @@ def report(f: dict[str, Any], problems: list[str]) -> None:
         f"llm:   {f['gemini_calls']} Gemini calls, {f['prompt_tokens']} prompt tokens, "
         f"{f['prompt_tokens_per_email']} per email ({f['emails']} emails)"
     )
-    for line in problems[:60]:
+    for line in problems[:100]:
         print(f"  - {line}")
-    if len(problems) > 60:
-        print(f"  … and {len(problems) - 60} more")
+    if len(problems) > 100:
+        print(f"  … and {len(problems) - 100} more")
     for name in f["checks_failed"]:
         print(f"CHECK FAILED: {name}")
 
