@@ -795,7 +795,7 @@ def _score_item(
     if item.status == "closed":
         if not is_closed:
             s.add("stale_open", f"{where} is still open; {item.closed_by} settled it")
-        elif closer != item.closed_by:
+        elif closes and closer != item.closed_by:  # closed with no row at all: closed_without_history
             s.add("closed_wrongly", f"{where} was closed by {closer}, not {item.closed_by}")
         elif folder_of(item.closed_by).folder == "sent":
             s.add("closed_by_reply")
