@@ -2,7 +2,7 @@
 days, and the figures that say whether each item ended as it should (issue 22's must-show).
 
     uv run python benchmarks/conversations.py [--smoke] [--dataset DIR] [--only ID,ID] [--workers 2]
-        [--llm-latency-ms 0] [--round-timeout 120]
+        [--llm-latency-ms 0] [--round-timeout 120] [--kill-every 0] [--seed 1]
 
 The dataset is data (`benchmarks/conversations/*.json`, described in benchmarks/README.md): each conversation
 is its messages in order (provider, folder inbox or sent, sender, To and Cc, language, the day and time it
@@ -24,11 +24,12 @@ Dana from others into her inbox, or to both mailboxes; Dana's own mail sent from
 Gmail's SENT label or Outlook's sentitems, threaded with what it answers), requests a run (as "Extract now"
 does), delivers the rest while that run may be reading, requests another, and waits until no run is left;
 beat's reaper runs meanwhile. Each message is dated at its day and time (the Date a reply's due date is
-resolved from). After the last round one more run, then the figures, from the database (Task rows by kind,
-status and conversation, their TaskEvent history, the ledger) and the sandbox's Gemini request log (calls
-and prompt tokens). Before the rounds end, every copy of every message is read back through the providers'
-own APIs: its folder (Gmail labels, Graph folder), its thread (threadId, conversationId) and its headers
-(Message-ID, In-Reply-To, References, To, Cc) must be what the dataset says.
+resolved from). With --kill-every, a worker or a pool child is SIGKILLed every few seconds while the runs
+read (benchmarks/chaos.py's kills), and started again. After the last round one more run; then every copy of
+every message is read back through the providers' own APIs: its folder (Gmail labels, Graph folder), its
+thread (threadId, conversationId) and its headers (Message-ID, In-Reply-To, References, To, Cc) must be what
+the dataset says. Then the figures, from the database (Task rows by kind, status and conversation, their
+TaskEvent history, the ledger) and the sandbox's Gemini request log (calls and prompt tokens).
 
 Human-readable figures first; the last line is one JSON object. Exit status 1 when a check fails.
 """
@@ -39,6 +40,7 @@ import argparse
 import json
 import math
 import os
+import random
 import re
 import sys
 import tempfile
@@ -114,9 +116,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=2, help="prefork children per worker (default 2)")
     parser.add_argument("--llm-latency-ms", type=int, default=0, help="sandbox Gemini latency (default 0)")
     parser.add_argument("--round-timeout", type=float, default=120, help="max seconds a round may take (120)")
+    parser.add_argument(
+        "--kill-every",
+        type=float,
+        default=0,
+        help="SIGKILL a worker or pool child every ~S s while runs read (0: none)",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="seed of the kills (default 1)")
     args = parser.parse_args()
-    if args.workers < 1 or args.concurrency < 1 or args.round_timeout <= 0:
-        parser.error("--workers and --concurrency >= 1, --round-timeout > 0")
+    if args.workers < 1 or args.concurrency < 1 or args.round_timeout <= 0 or args.kill_every < 0:
+        parser.error("--workers and --concurrency >= 1, --round-timeout > 0, --kill-every >= 0")
     return args
 
 
@@ -580,11 +589,31 @@ def request_run(user: User) -> None:
     extraction_run_request(user=user, trigger=ExtractionRun.Trigger.MANUAL)
 
 
-def wait_idle(user: User, timeout: float) -> bool:
-    """Until no run of `user` is queued or running, beat's reaper ticking meanwhile."""
+class Killer:
+    """With --kill-every, chaos.py's kills while runs read: a pool child or a whole worker SIGKILLed every
+    ~`every` s (±50 %), a dead worker started again; a killed run is taken up again by the reaper."""
+
+    def __init__(self, workers: Workers, every: float, seed: int) -> None:
+        self.workers, self.every, self.rng = workers, every, random.Random(seed)
+        self.next = time.monotonic() + self._pause()
+
+    def _pause(self) -> float:
+        return self.rng.uniform(0.5, 1.5) * self.every
+
+    def tick(self) -> None:
+        if self.every and time.monotonic() >= self.next:
+            self.workers.kill_one(self.rng)
+            self.next = time.monotonic() + self._pause()
+        self.workers.restart_dead()
+
+
+def wait_idle(user: User, timeout: float, killer: Killer | None = None) -> bool:
+    """Until no run of `user` is queued or running, beat's reaper ticking meanwhile (and the kills, if any)."""
     deadline = time.monotonic() + timeout
     last_reap = 0.0
     while time.monotonic() < deadline:
+        if killer is not None:
+            killer.tick()
         if time.monotonic() - last_reap > 3:
             reap()
             last_reap = time.monotonic()
@@ -595,7 +624,7 @@ def wait_idle(user: User, timeout: float) -> bool:
 
 
 def read_over_days(
-    user: User, mail: Mail, conversations: list[Conversation], round_timeout: float
+    user: User, mail: Mail, conversations: list[Conversation], round_timeout: float, killer: Killer
 ) -> tuple[int, list[str]]:
     """Each day's mail, one round a day; returns how many rounds and the rounds that did not finish."""
     by_day: dict[int, list[tuple[Conversation, Message]]] = defaultdict(list)
@@ -612,11 +641,12 @@ def read_over_days(
         for conversation, message in todays[middle:]:  # while that run may be reading
             mail.deliver(conversation, message)
         request_run(user)
-        if not wait_idle(user, round_timeout):
+        finished = wait_idle(user, round_timeout, killer)
+        if not finished:
             late.append(f"day {day}")
-        print(f"day {day}: {len(todays)} messages delivered and read")
+        print(f"day {day}: {len(todays)} messages delivered, {'read' if finished else 'NOT read in time'}")
     request_run(user)  # one more: whatever the last round's runs left
-    if not wait_idle(user, round_timeout):
+    if not wait_idle(user, round_timeout, killer):
         late.append("the last run")
     return len(by_day), late
 
@@ -894,7 +924,11 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess, conversations: list
 
         started = time.monotonic()
         mail = Mail(client, day_zero(datetime.now(UTC)))
-        rounds, late = read_over_days(user, mail, conversations, args.round_timeout)
+        killer = Killer(workers, args.kill_every, args.seed)
+        rounds, late = read_over_days(user, mail, conversations, args.round_timeout, killer)
+        killer.every = 0  # no kills while the end is read
+        if not wait_idle(user, args.round_timeout, killer):
+            late.append("after the kills")
         read_s = time.monotonic() - started
         mismatches = delivery_mismatches(sandbox, client, conversations, mail)
         gemini = gemini_figures(client)
@@ -917,6 +951,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess, conversations: list
         rounds_late=late,
         delivery_mismatches=len(mismatches),
         delivery_mismatches_first=mismatches[:20],
+        kills=sum(workers.kills.values()),
         setup_s=round(setup_s, 1),
         read_s=round(read_s, 1),
         day0=mail.day0.date().isoformat(),
@@ -978,7 +1013,8 @@ def checks_of(figures: dict[str, Any], dataset: dict[str, Any] | None) -> dict[s
 def report(f: dict[str, Any], problems: list[str]) -> None:
     print(
         f"mail:  {f['conversations']} conversations, {f['messages']} messages ({f['mailbox_copies']} mailbox "
-        f"copies) over {f['rounds']} days from {f['day0']}; {f['runs']} runs {f['runs_by_status']} in {f['read_s']} s"
+        f"copies) over {f['rounds']} days from {f['day0']}; {f['runs']} runs {f['runs_by_status']} in {f['read_s']} s, "
+        f"{f['kills']} SIGKILLs"
     )
     print(
         f"items: asks {f['asks_found']}/{f['asks']}, commitments {f['commitments_found']}/{f['commitments']}, "
