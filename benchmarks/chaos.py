@@ -263,10 +263,13 @@ def task_keys(users: list[User], *, leave_out: frozenset[tuple[int, str, str]] =
 
 # The workers ----------------------------------------------------------------------------------------------------
 class Workers:
-    """`--workers` real Celery workers on the chaos queue, each in a process group of its own."""
+    """`--workers` real Celery workers on the chaos queue (or another benchmark's `queue`), each in a process
+    group of its own."""
 
-    def __init__(self, count: int, concurrency: int, env: dict[str, str], log: IO[bytes]) -> None:
-        self.concurrency, self.env, self.log = concurrency, env, log
+    def __init__(
+        self, count: int, concurrency: int, env: dict[str, str], log: IO[bytes], *, queue: str = CHAOS_NAME
+    ) -> None:
+        self.concurrency, self.env, self.log, self.queue = concurrency, env, log, queue
         self.processes: list[subprocess.Popen[bytes] | None] = [None] * count
         self.kills = Counter[str]()
         for slot in range(count):
@@ -274,7 +277,7 @@ class Workers:
 
     def start(self, slot: int) -> None:
         command = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "prefork"]
-        command += ["--concurrency", str(self.concurrency), "-Q", CHAOS_NAME, "-n", f"chaos{slot}@%h"]
+        command += ["--concurrency", str(self.concurrency), "-Q", self.queue, "-n", f"{self.queue}{slot}@%h"]
         command += ["--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"]
         self.processes[slot] = subprocess.Popen(
             command, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True

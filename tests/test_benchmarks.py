@@ -1,7 +1,8 @@
 """Every benchmark in benchmarks/, in a short form, so that none rots unseen: each runs as its README says
 (a process of its own, its own sandbox, database and queue) and must have measured something (a Gemini call,
 a task, a run, a page). Its figures are not judged here (load on a shared machine moves them), except
-chaos's, whose checks are invariants: no email lost, no task duplicated, no run stuck.
+chaos's and conversations', whose checks are invariants: no email lost, no task duplicated, no run stuck, and
+(conversations) every labelled item ends as labelled.
 
 benchmarks/production.py has a smoke test of its own.
 """
@@ -129,5 +130,17 @@ def test_chaos_in_short_loses_nothing_under_kills_and_faults() -> None:  # about
     assert figures["runs_by_trigger"].get("webhook", 0) > 0
     assert figures["kills"] > 0
     assert figures["tasks"] > 0
+    assert figures["checks_failed"] == [], json.dumps(figures, indent=1)
+    assert code == 0
+
+
+def test_conversations_in_short_end_with_every_item_as_labelled() -> None:  # about a minute, or two on a busy machine
+    code, figures = run_benchmark("conversations", "--smoke", timeout=600)
+    # It read something: both folders' mail reached the mailboxes as the dataset says, and Gemini read it.
+    assert figures["delivery_mismatches"] == 0
+    assert figures["gemini_calls"] > 0
+    assert figures["asks"] > 0 and figures["commitments"] > 0 and figures["waiting"] > 0
+    # Issue 22's figures: answered asks closed by their reply, promises and waiting items found and settled,
+    # nothing of someone else's or quoted made an item, nothing lost or made twice.
     assert figures["checks_failed"] == [], json.dumps(figures, indent=1)
     assert code == 0
