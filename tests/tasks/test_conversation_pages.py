@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -20,6 +21,7 @@ from tasks.models import Task, TaskEvent
 from tasks.selectors import task_list_version
 from tasks.services import task_bulk_set_status, task_event_undo, task_set_status, task_update
 from tests.factories import IntegrationFactory, TaskEventFactory, UserFactory, email_closes, email_task
+from tests.plans import statements_run, whole_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -274,3 +276,24 @@ def test_the_list_with_history_stays_constant_in_queries(
     Task.objects.filter(user=person).update(status=Task.Status.DONE)
     with django_assert_max_num_queries(14):  # type: ignore[operator]
         assert len(titles(client.get("/?status=done").content.decode())) == 30
+
+
+def test_the_waiting_view_seeks_its_few_items_and_reads_none_of_the_persons_other_tasks(
+    client: Client, person: User
+) -> None:
+    box = IntegrationFactory(user=person)
+    Task.objects.bulk_create(
+        Task(user=person, source=Task.Source.MANUAL, source_id=f"h{n}", title=f"Own {n}", title_key=f"own {n}")
+        for n in range(3000)
+    )
+    for n in range(3):
+        email_task(person, box, f"s{n}", f"Waiting {n}", kind="waiting", waiting_on="sam@example.org")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE tasks_task")  # the planner knows waiting items are few among the person's tasks
+    with statements_run() as statements:
+        body = client.get("/?kind=waiting").content.decode()
+    assert len(titles(body)) == 3
+    reads = [(sql, params) for sql, params in statements if '"tasks_task' in sql]
+    assert reads
+    # A person's tasks are many; the view seeks by person, kind and status (tasks/models.py task_kind_order).
+    assert whole_reads(reads, many={"tasks_task": ["user_id"]}) == []
