@@ -1,5 +1,6 @@
 """The tasks API: the signed-in person's tasks, listed with the page's filters, read, added, edited, and
-closed one by one or many at once."""
+closed one by one or many at once; what emails did to each (its history), undone, and what an email suggested
+for a task changed by hand, taken or set aside."""
 
 from __future__ import annotations
 
@@ -12,9 +13,19 @@ from pydantic import ConfigDict
 
 from config.http import request_user
 from config.pagination import PageParams, page_of
-from tasks.models import Task
-from tasks.selectors import task_get, task_list
-from tasks.services import MAX_NOTES_CHARS, MAX_TITLE_CHARS, db_text, task_bulk_set_status, task_create, task_update
+from tasks.models import Task, TaskEvent
+from tasks.selectors import task_get, task_history, task_list, task_pending_suggestion
+from tasks.services import (
+    MAX_NOTES_CHARS,
+    MAX_TITLE_CHARS,
+    db_text,
+    task_bulk_set_status,
+    task_create,
+    task_event_undo,
+    task_event_undo_refusal,
+    task_suggestion_answer,
+    task_update,
+)
 
 router = Router(tags=["tasks"])
 
@@ -22,6 +33,7 @@ MAX_ID = 2**63 - 1
 MAX_BULK = 500
 
 TaskId = Annotated[int, Path(ge=1, le=MAX_ID, description="The task's id.")]
+EventId = Annotated[int, Path(ge=1, le=MAX_ID, description="The id of a row of the task's `history`.")]
 
 
 class TaskLinkOut(Schema):
@@ -33,6 +45,37 @@ class TaskLinkOut(Schema):
     address: str
     mailbox_status: str  # "active", "needs_reauth" or "disconnected"
     web_link: str
+
+
+class TaskEventEmailOut(Schema):
+    """The email that made a change: where it is, and who sent it when."""
+
+    mailbox_id: int | None = Field(description="The mailbox it was read from (null once that mailbox is deleted).")
+    folder: Literal["inbox", "sent"] = Field(description="`sent`: your own reply; `inbox`: mail you received.")
+    sender: str
+    received_at: datetime | None
+    web_link: str = Field(description="Opens the email in Gmail or Outlook.")
+
+
+class TaskEventOut(Schema):
+    """One row of a task's history: a change an email made (`by: email`: closed, due date updated, or only
+    suggested, for a task you changed by hand), or one of yours (`reopened`, `undone`, or a suggestion taken)."""
+
+    id: int
+    action: TaskEvent.Action
+    by: TaskEvent.By
+    at: datetime
+    email: TaskEventEmailOut | None = Field(description="The email that made the change; null for your own.")
+    sentence: str = Field(description="The email's own words that made the change, verbatim.")
+    status_before: Task.Status | None = Field(description="The status the change found (what Undo puts back).")
+    due_date_before: date | None
+    due_date_after: date | None = Field(description="The due date the change set (or suggests).")
+    undone_at: datetime | None = Field(
+        description="When it was undone (a change) or answered (a suggestion); null while it stands."
+    )
+    can_undo: bool = Field(
+        description="An email's change the task still shows: `POST .../history/{id}/undo` puts back what it changed."
+    )
 
 
 class TaskOut(Schema):
@@ -53,6 +96,24 @@ class TaskOut(Schema):
         "hand and for tasks made before sentences were kept."
     )
     links: list[TaskLinkOut]
+    kind: Task.Kind = Field(
+        description="`ask`: asked of you in mail you received; `commitment`: you promised it in mail you sent; "
+        "`waiting`: you asked someone in mail you sent and wait for it."
+    )
+    waiting_on: str = Field(description="For a `waiting` item, whom you asked (as in a To header); empty otherwise.")
+    conversation: str | None = Field(
+        description="The email's conversation (its root Message-ID), the same through every mailbox; null for tasks "
+        "added by hand."
+    )
+    hand_changed: bool = Field(
+        description="You edited or reopened it: no email closes or changes it automatically any more; what one would "
+        "do is a `suggestion` instead."
+    )
+    history: list[TaskEventOut] = Field(description="What emails, and you, changed of it, oldest first.")
+    suggestion: int | None = Field(
+        description="The id of the history row an email suggested and you have not answered yet "
+        "(`POST .../history/{id}/suggestion`); null when there is none."
+    )
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None
@@ -64,6 +125,44 @@ class TaskOut(Schema):
     @staticmethod
     def resolve_links(task: Task) -> list[dict[str, Any]]:
         return task_links(task)
+
+    @staticmethod
+    def resolve_conversation(task: Task) -> str | None:
+        return task.conversation_key or None
+
+    @staticmethod
+    def resolve_history(task: Task) -> list[dict[str, Any]]:
+        return [task_event_out(task, event) for event in task_history(task=task)]
+
+    @staticmethod
+    def resolve_suggestion(task: Task) -> int | None:
+        suggestion = task_pending_suggestion(task=task)
+        return suggestion.pk if suggestion else None
+
+
+def task_event_out(task: Task, event: TaskEvent) -> dict[str, Any]:
+    email = None
+    if event.by == TaskEvent.By.EMAIL:
+        email = {
+            "mailbox_id": event.integration_id,
+            "folder": "sent" if event.email_folder == "sent" else "inbox",
+            "sender": event.email_sender,
+            "received_at": event.email_received_at,
+            "web_link": event.web_link,
+        }
+    return {
+        "id": event.pk,
+        "action": event.action,
+        "by": event.by,
+        "at": event.at,
+        "email": email,
+        "sentence": event.sentence,
+        "status_before": event.status_before or None,
+        "due_date_before": event.due_date_before,
+        "due_date_after": event.due_date_after,
+        "undone_at": event.undone_at,
+        "can_undo": not task_event_undo_refusal(task=task, event=event),
+    }
 
 
 class TaskPage(Schema):
@@ -112,6 +211,18 @@ class TaskFilters(Schema):
     # Defaults of None on non-nullable types: a query parameter is left out, never null.
     mailbox: int = Field(None, ge=1, le=MAX_ID, description="Only tasks whose email reached this mailbox.")  # type: ignore[assignment]
     source: Task.Source = Field(None, description="Only tasks from email (`email_ai`) or added by hand.")  # type: ignore[assignment]
+    kind: Task.Kind = Field(
+        None, description="Only items of this kind (`ask`, `commitment`, `waiting`); every kind without it."
+    )  # type: ignore[assignment]
+
+
+class SuggestionAnswerIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    answer: Literal["accept", "dismiss"] = Field(
+        description="`accept`: do what the email suggested (the task is done, or gets the new due date); "
+        "`dismiss`: set the suggestion aside."
+    )
 
 
 def task_links(task: Task) -> list[dict[str, Any]]:
@@ -151,6 +262,7 @@ def list_tasks(request: HttpRequest, filters: Query[TaskFilters], page: Query[Pa
         query=db_text(filters.q),
         integration_id=filters.mailbox,
         source=filters.source or "",
+        kinds=(filters.kind,) if filters.kind else (),
     )
     return page_of(request, tasks, page)
 
@@ -185,3 +297,30 @@ def update_task(request: HttpRequest, task_id: TaskId, payload: TaskPatch) -> Ta
     if "priority" in changes:
         changes["priority"] = changes["priority"] or ""
     return task_update(task=task, **changes)
+
+
+@router.post(
+    "/tasks/{int:task_id}/history/{int:event_id}/undo", response=TaskOut, summary="Undo what an email did to a task"
+)
+def undo_task_event(request: HttpRequest, task_id: TaskId, event_id: EventId) -> Task:
+    """Puts back the status or due date the email's change found (`can_undo` says whether it can); the task is
+    then changed by hand: no email closes or changes it again. 400 `not_undoable` when the row is not an email's
+    change the task still shows; 404 `event_not_found` for a row that is not this task's."""
+    task = task_event_undo(user=request_user(request), task_id=task_id, event_id=event_id)
+    return task_get(user=task.user, task_id=task.pk)
+
+
+@router.post(
+    "/tasks/{int:task_id}/history/{int:event_id}/suggestion",
+    response=TaskOut,
+    summary="Take or set aside what an email suggested",
+)
+def answer_task_suggestion(
+    request: HttpRequest, task_id: TaskId, event_id: EventId, payload: SuggestionAnswerIn
+) -> Task:
+    """For a task you changed by hand, an email's close or new date is only suggested (the task's `suggestion`).
+    400 `not_a_suggestion` or `suggestion_answered`; 404 `event_not_found`."""
+    task = task_suggestion_answer(
+        user=request_user(request), task_id=task_id, event_id=event_id, accept=payload.answer == "accept"
+    )
+    return task_get(user=task.user, task_id=task.pk)

@@ -101,6 +101,18 @@ class Task(TimeStampedModel):
                 name="task_open_order",
             ),
             models.Index(F("user"), F("status"), F("updated_at").desc(), F("id").desc(), name="task_closed_order"),
+            # The open list of one kind (the "Waiting for" view): its few items read in order, not found
+            # among all the person's open tasks.
+            models.Index(
+                F("user"),
+                F("kind"),
+                F("status"),
+                F("due_date").asc(nulls_last=True),
+                F("email_received_at").desc(nulls_last=True),
+                F("created_at").desc(),
+                F("id").desc(),
+                name="task_kind_order",
+            ),
             # The admin's: its changelist (newest first) and its search (tasks/admin.py).
             models.Index(F("created_at").desc(), F("id").desc(), name="task_newest"),
             models.Index(fields=["source_id"], name="task_source_id"),

@@ -9,7 +9,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from accounts.models import User
 from config.errors import NotFoundError
 from config.pagination import Keyset, KeysetPage, SortKey, keyset_page
-from tasks.models import ADMIN_SEARCH_CONFIG, ADMIN_SEARCH_FIELDS, Task, TaskLink, TaskListVersion
+from tasks.models import ADMIN_SEARCH_CONFIG, ADMIN_SEARCH_FIELDS, Task, TaskEvent, TaskLink, TaskListVersion
 from tasks.services import db_text
 
 # The orders of the list (each served by an index of tasks/models.py, after user and status): open tasks
@@ -38,12 +38,12 @@ def task_list(
     query: str = "",
     integration_id: int | None = None,
     source: str = "",
+    kinds: Collection[str] = (),
 ) -> QuerySet[Task]:
     """The person's tasks in the order that matters (`task_list_order`). `query` searches the title, notes,
-    sender and subject."""
-    return _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source).order_by(
-        *task_list_order(status=status).order_by()
-    )
+    sender and subject; `kinds` keeps those items (`Task.Kind`), none of them every kind."""
+    tasks = _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source, kinds=kinds)
+    return tasks.order_by(*task_list_order(status=status).order_by())
 
 
 def task_page(
@@ -53,6 +53,7 @@ def task_page(
     query: str = "",
     integration_id: int | None = None,
     source: str = "",
+    kinds: Collection[str] = (),
     size: int,
     after: str = "",
     up_to: str = "",
@@ -61,17 +62,25 @@ def task_page(
     """A page of `task_list`: `size` tasks after the cursor `after` (from the first without it); or, for a
     list that loaded several pages and shows them again, every task as far as the cursor `up_to` (at most
     `up_to_limit`). Raises InvalidCursor for a cursor that is not one."""
-    tasks = _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source)
+    tasks = _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source, kinds=kinds)
     keyset = task_list_order(status=status)
     return keyset_page(tasks, keyset, size=size, after=after, up_to=up_to, up_to_limit=up_to_limit)
 
 
 def task_due_counts(
-    *, user: User, query: str = "", integration_id: int | None = None, source: str = "", today: date
+    *,
+    user: User,
+    query: str = "",
+    integration_id: int | None = None,
+    source: str = "",
+    kinds: Collection[str] = (),
+    today: date,
 ) -> dict[str, int]:
     """How many open tasks are overdue, due today, upcoming and without a date (one statement), for the
     headings of a list that shows only its first page."""
-    tasks = _filtered(user=user, status=Task.Status.OPEN, query=query, integration_id=integration_id, source=source)
+    tasks = _filtered(
+        user=user, status=Task.Status.OPEN, query=query, integration_id=integration_id, source=source, kinds=kinds
+    )
     return tasks.aggregate(
         overdue=Count("pk", filter=Q(due_date__lt=today)),
         today=Count("pk", filter=Q(due_date=today)),
@@ -80,14 +89,31 @@ def task_due_counts(
     )
 
 
-def task_count(*, user: User, status: str, query: str = "", integration_id: int | None = None, source: str = "") -> int:
-    return _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source).count()
+def task_count(
+    *,
+    user: User,
+    status: str,
+    query: str = "",
+    integration_id: int | None = None,
+    source: str = "",
+    kinds: Collection[str] = (),
+) -> int:
+    return _filtered(
+        user=user, status=status, query=query, integration_id=integration_id, source=source, kinds=kinds
+    ).count()
 
 
-def _filtered(*, user: User, status: str | None, query: str, integration_id: int | None, source: str) -> QuerySet[Task]:
-    tasks = Task.objects.filter(user=user).select_related("integration").prefetch_related("links__integration")
+def _filtered(
+    *, user: User, status: str | None, query: str, integration_id: int | None, source: str, kinds: Collection[str]
+) -> QuerySet[Task]:
+    # Each task shows its mailboxes and its history: one query each for the whole page.
+    tasks = (
+        Task.objects.filter(user=user).select_related("integration").prefetch_related("links__integration", "events")
+    )
     if status:
         tasks = tasks.filter(status=status)
+    if kinds:
+        tasks = tasks.filter(kind=next(iter(kinds))) if len(kinds) == 1 else tasks.filter(kind__in=sorted(kinds))
     if query.strip():
         words = db_text(query.strip())[:200]  # PostgreSQL refuses NUL characters
         tasks = tasks.filter(
@@ -110,6 +136,37 @@ def task_get(*, user: User, task_id: int) -> Task:
     if task is None:
         raise NotFoundError("There is no such task.", code="task_not_found")
     return task
+
+
+def task_history(*, task: Task) -> list[TaskEvent]:
+    """The task's history, oldest first (prefetched by the list's selectors: no query of its own there)."""
+    return list(task.events.all())
+
+
+def task_closing_event(*, task: Task) -> TaskEvent | None:
+    """The email that closed this task, when that is what closed it last: its newest history row is an
+    email's `closed`, not undone. None for a task open, or closed by hand (a close by hand writes no row, and
+    a reopen by hand does, so an older email's close is not the last word)."""
+    if task.status == Task.Status.OPEN:
+        return None
+    history = task_history(task=task)
+    last = history[-1] if history else None
+    if last and last.action == TaskEvent.Action.CLOSED and last.by == TaskEvent.By.EMAIL and last.undone_at is None:
+        return last
+    return None
+
+
+def task_pending_suggestion(*, task: Task) -> TaskEvent | None:
+    """What an email would have done to this open task the person changed by hand, not answered yet: the
+    newest `suggested` row not set aside, with no change of the person's after it."""
+    if task.status != Task.Status.OPEN:
+        return None
+    for event in reversed(task_history(task=task)):
+        if event.by == TaskEvent.By.PERSON:
+            return None
+        if event.action == TaskEvent.Action.SUGGESTED:
+            return event if event.undone_at is None else None
+    return None
 
 
 def task_list_version(*, user: User) -> str:

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import User
-from config.errors import ApplicationError
+from config.errors import ApplicationError, NotFoundError
 from integrations.mail.text import without_format_characters
-from tasks.models import Task, TaskLink
+from tasks.models import Task, TaskEvent, TaskLink
 
 MAX_TITLE_CHARS = 300
 MAX_NOTES_CHARS = 5000
@@ -271,6 +271,10 @@ def task_update(
         _check_priority(priority or "")
         task.priority = priority or ""
         fields.append("priority")
+    if fields:
+        # The person's own words and dates: no email changes this task automatically any more.
+        task.hand_changed = True
+        fields.append("hand_changed")
     if status is not _UNSET:
         return _task_set_status(task=task, status=status, also=fields)
     if fields:
@@ -282,22 +286,151 @@ def task_set_status(*, task: Task, status: str) -> Task:
     return _task_set_status(task=task, status=status, also=[])
 
 
-def _task_set_status(*, task: Task, status: str, also: list[str]) -> Task:
+def _check_status(status: str, *, field: bool) -> None:
     if status not in Task.Status.values:
-        raise ApplicationError(
-            "Status must be open, done or dismissed.", code="invalid_status", extra={"field": "status"}
-        )
+        extra = {"field": "status"} if field else None
+        raise ApplicationError("Status must be open, done or dismissed.", code="invalid_status", extra=extra)
+
+
+def _task_set_status(*, task: Task, status: str, also: list[str]) -> Task:
+    _check_status(status, field=True)
+    reopened = status == Task.Status.OPEN and task.status != Task.Status.OPEN
+    before = task.status
     task.status = status
     task.completed_at = timezone.now() if status == Task.Status.DONE else None
-    task.save(update_fields=[*also, "status", "completed_at", "updated_at"])
+    fields = [*also, "status", "completed_at", "updated_at"]
+    if reopened and not task.hand_changed:
+        task.hand_changed = True
+        fields.append("hand_changed")
+    with transaction.atomic():
+        task.save(update_fields=list(dict.fromkeys(fields)))
+        if reopened:
+            _record_reopened([task.pk], status_before={task.pk: before})
     return task
 
 
-def task_bulk_set_status(*, user: User, task_ids: list[int], status: str) -> int:
-    """Done or dismiss many of the person's tasks at once (another person's ids are ignored)."""
-    if status not in Task.Status.values:
-        raise ApplicationError("Status must be open, done or dismissed.", code="invalid_status")
-    completed = timezone.now() if status == Task.Status.DONE else None
-    return Task.objects.filter(user=user, pk__in=task_ids).update(
-        status=status, completed_at=completed, updated_at=timezone.now()
+def _record_reopened(task_ids: list[int], *, status_before: dict[int, str]) -> None:
+    """A `reopened` row in the history of each task the person opened again (by hand: Reopen, or the API)."""
+    now = timezone.now()
+    TaskEvent.objects.bulk_create(
+        TaskEvent(
+            task_id=pk,
+            action=TaskEvent.Action.REOPENED,
+            by=TaskEvent.By.PERSON,
+            at=now,
+            status_before=status_before.get(pk, ""),
+        )
+        for pk in task_ids
     )
+
+
+def task_bulk_set_status(*, user: User, task_ids: list[int], status: str, by_hand: bool = True) -> int:
+    """Done, dismiss or reopen many of the person's tasks at once (another person's ids are ignored).
+
+    Reopening is a change by hand (`hand_changed`, a `reopened` row in each task's history), except when it
+    is the Undo of the person's own Done or Dismiss a moment ago (`by_hand=False`): that puts back what they
+    had, and their task stays one an email may still close."""
+    _check_status(status, field=False)
+    completed = timezone.now() if status == Task.Status.DONE else None
+    tasks = Task.objects.filter(user=user, pk__in=task_ids)
+    with transaction.atomic():
+        reopening: dict[int, str] = {}
+        if status == Task.Status.OPEN and by_hand:
+            reopening = dict(tasks.exclude(status=Task.Status.OPEN).select_for_update().values_list("pk", "status"))
+        updated = tasks.update(status=status, completed_at=completed, updated_at=timezone.now())
+        if reopening:
+            Task.objects.filter(pk__in=reopening).update(hand_changed=True)
+            _record_reopened(sorted(reopening), status_before=reopening)
+    return updated
+
+
+# Automatic changes, undone; suggestions, taken or set aside ----------------------------------------------
+
+UNDOABLE_ACTIONS = (TaskEvent.Action.CLOSED, TaskEvent.Action.UPDATED)
+
+
+def task_event_undo_refusal(*, task: Task, event: TaskEvent) -> str:
+    """Why this history row cannot be undone now ("" when it can): only what an email did, once, and only
+    while the task still shows it (a task reopened since, or a date edited since, has nothing of it left)."""
+    if event.by != TaskEvent.By.EMAIL or event.action not in UNDOABLE_ACTIONS:
+        return "Only a change an email made can be undone."
+    if event.undone_at is not None:
+        return "This change is already undone."
+    if event.action == TaskEvent.Action.CLOSED and task.status == (event.status_before or Task.Status.OPEN):
+        return "This task is open again already."
+    if event.action == TaskEvent.Action.UPDATED and task.due_date != event.due_date_after:
+        return "The due date was changed since; edit it instead."
+    return ""
+
+
+def _task_and_event(*, user: User, task_id: int, event_id: int) -> tuple[Task, TaskEvent]:
+    """The person's task, locked, and one row of its history; another person's is simply not found."""
+    task = Task.objects.select_for_update().filter(user=user, pk=task_id).first()
+    event = TaskEvent.objects.select_for_update().filter(task_id=task_id, pk=event_id).first() if task else None
+    if task is None or event is None:
+        raise NotFoundError("There is no such change in this task's history.", code="event_not_found")
+    return task, event
+
+
+def task_event_undo(*, user: User, task_id: int, event_id: int) -> Task:
+    """Undo what an email did to a task: the status and due date it had before come back, the row is stamped
+    undone, and an `undone` row says the person did it. The task is then one the person changed by hand: no
+    email closes or moves it again (what one would do is shown on it as a suggestion)."""
+    with transaction.atomic():
+        task, event = _task_and_event(user=user, task_id=task_id, event_id=event_id)
+        refusal = task_event_undo_refusal(task=task, event=event)
+        if refusal:
+            raise ApplicationError(refusal, code="not_undoable")
+        now = timezone.now()
+        undone = TaskEvent(
+            task=task,
+            action=TaskEvent.Action.UNDONE,
+            by=TaskEvent.By.PERSON,
+            at=now,
+            status_before=task.status,
+            due_date_before=task.due_date,
+            sentence=event.sentence,
+        )
+        if event.action == TaskEvent.Action.CLOSED:
+            task.status = event.status_before or Task.Status.OPEN
+            task.completed_at = task.completed_at if task.status == Task.Status.DONE else None
+        else:
+            task.due_date = event.due_date_before
+        undone.due_date_after = task.due_date
+        task.hand_changed = True
+        task.save(update_fields=["status", "completed_at", "due_date", "hand_changed", "updated_at"])
+        event.undone_at = now
+        event.save(update_fields=["undone_at"])
+        undone.save()
+    return task
+
+
+def task_suggestion_answer(*, user: User, task_id: int, event_id: int, accept: bool) -> Task:
+    """The person's answer to what an email suggested for a task they changed by hand: take it (the task is
+    done, or gets the new due date, as a change of theirs in its history) or set it aside (stamped, no longer
+    shown). A suggestion answered already, or of a task closed since, is refused."""
+    with transaction.atomic():
+        task, event = _task_and_event(user=user, task_id=task_id, event_id=event_id)
+        if event.action != TaskEvent.Action.SUGGESTED:
+            raise ApplicationError("This change is not a suggestion.", code="not_a_suggestion")
+        if event.undone_at is not None or task.status != Task.Status.OPEN:
+            raise ApplicationError("This suggestion was answered already.", code="suggestion_answered")
+        now = timezone.now()
+        event.undone_at = now  # answered: no longer shown as waiting for an answer
+        event.save(update_fields=["undone_at"])
+        if not accept:
+            return task
+        taken = TaskEvent(task=task, by=TaskEvent.By.PERSON, at=now, sentence=event.sentence, status_before=task.status)
+        if event.due_date_after is not None:
+            taken.action, taken.due_date_before, taken.due_date_after = (
+                TaskEvent.Action.UPDATED,
+                task.due_date,
+                event.due_date_after,
+            )
+            task.due_date = event.due_date_after
+        else:
+            taken.action = TaskEvent.Action.CLOSED
+            task.status, task.completed_at = Task.Status.DONE, now
+        task.save(update_fields=["status", "completed_at", "due_date", "updated_at"])
+        taken.save()
+    return task

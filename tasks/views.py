@@ -31,7 +31,14 @@ from integrations.selectors import integration_list
 from tasks.forms import TaskEditForm, TaskForm
 from tasks.models import Task
 from tasks.selectors import task_count, task_due_counts, task_get, task_list_version, task_page
-from tasks.services import task_bulk_set_status, task_create, task_set_status, task_update
+from tasks.services import (
+    task_bulk_set_status,
+    task_create,
+    task_event_undo,
+    task_set_status,
+    task_suggestion_answer,
+    task_update,
+)
 
 PAGE_SIZE = 50  # tasks a page shows; "Load more" (or scrolling to it) appends the next
 REFRESH_LIMIT = 500  # tasks a list that loaded several pages shows again when it refreshes itself
@@ -43,23 +50,30 @@ UNDO_SESSION_KEY = "task_undo"
 
 @dataclass(frozen=True)
 class Filters:
-    """What the list shows: a status tab, a search, a mailbox, a source. Read from the query string."""
+    """What the list shows: a status tab, a search, a mailbox, a source, a kind. Read from the query string.
+
+    Open items waiting for someone else are their own view (`kind=waiting`, the "Waiting for" tab): the open
+    list without a kind is the person's own to-dos (asked of them, promised by them). Done and Dismissed
+    show every kind."""
 
     status: str = Task.Status.OPEN
     query: str = ""
     mailbox: int | None = None
     source: str = ""
+    kind: str = ""
 
     @classmethod
     def from_request(cls, request: HttpRequest) -> Filters:
         status = request.GET.get("status", "")
         mailbox = request.GET.get("mailbox", "")
         source = request.GET.get("source", "")
+        kind = request.GET.get("kind", "")
         return cls(
             status=status if status in Task.Status.values else Task.Status.OPEN,
             query=request.GET.get("q", "").strip()[:200],
             mailbox=int(mailbox) if mailbox.isdigit() else None,
             source=source if source in Task.Source.values else "",
+            kind=kind if kind in Task.Kind.values else "",
         )
 
     @property
@@ -74,6 +88,7 @@ class Filters:
             "q": self.query,
             "mailbox": str(self.mailbox) if self.mailbox is not None else "",
             "source": self.source,
+            "kind": self.kind,
             **extra,
         }
         params = {k: v for k, v in params.items() if v}
@@ -82,6 +97,20 @@ class Filters:
     @property
     def active(self) -> bool:
         return bool(self.query or self.mailbox is not None or self.source)
+
+    @property
+    def waiting(self) -> bool:
+        """The "Waiting for" view: open items the person waits for from others."""
+        return self.status == Task.Status.OPEN and self.kind == Task.Kind.WAITING
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        if self.kind:
+            return (self.kind,)
+        return OWN_KINDS if self.status == Task.Status.OPEN else ()
+
+
+OWN_KINDS = (Task.Kind.ASK.value, Task.Kind.COMMITMENT.value)
 
 
 @dataclass
@@ -134,7 +163,7 @@ def _groups(tasks: list[Task], filters: Filters, user: User, *, continues: str =
 
 
 def _search(filters: Filters) -> dict[str, Any]:
-    return {"query": filters.query, "integration_id": filters.mailbox, "source": filters.source}
+    return {"query": filters.query, "integration_id": filters.mailbox, "source": filters.source, "kinds": filters.kinds}
 
 
 def _list_context(
@@ -226,6 +255,7 @@ def _home_context(request: HttpRequest, form: TaskForm | None = None) -> dict[st
         "undo": request.session.pop(UNDO_SESSION_KEY, None),
         "status_tabs": [(s.value, s.label) for s in Task.Status],
         "source_choices": [(Task.Source.EMAIL_AI, "AI"), (Task.Source.MANUAL, "By hand")],
+        "kind_choices": [(k.value, k.label) for k in Task.Kind],
     }
 
 
@@ -389,7 +419,8 @@ def task_bulk(request: HttpRequest) -> HttpResponse:
         notice = _undo_notice(message="Select at least one task first.", ids=[], previous="")
         return _answer_with_undo(request, notice, refresh=False)
     try:
-        count = task_bulk_set_status(user=user, task_ids=ids, status=status)
+        # Undo of the person's own Done or Dismiss puts back what they had: not a reopen by hand.
+        count = task_bulk_set_status(user=user, task_ids=ids, status=status, by_hand=not undoing)
     except ApplicationError as error:
         notice = _undo_notice(message=error.message, ids=[], previous="")
         return _answer_with_undo(request, notice, refresh=False)
@@ -400,3 +431,65 @@ def task_bulk(request: HttpRequest) -> HttpResponse:
         message = f"{count} task{'s' if count != 1 else ''} {words}."
         notice = _undo_notice(message=message, ids=ids, previous=request.POST.get("previous", ""))
     return _answer_with_undo(request, notice, refresh=True)
+
+
+# What an email did, undone; what it suggested, answered ------------------------------------------------
+
+
+def _answer_with_row(request: HttpRequest, task: Task, message: str, *, undo_to: str = "") -> HttpResponse:
+    """The task's row again, with a notice (out of band), and the list refreshed (the task may have moved to
+    another tab or group). Without htmx: back to the list, the notice in the session."""
+    notice = _undo_notice(message=message, ids=[task.pk] if undo_to else [], previous=undo_to)
+    if not is_htmx(request):
+        return _answer_with_undo(request, notice, refresh=False)
+    task = task_get(user=task.user, task_id=task.pk)
+    response = render(request, "tasks/_task_changed.html", {"task": task, "undo": notice})
+    response["HX-Trigger"] = "tasksChanged"
+    return response
+
+
+def _refused(request: HttpRequest, error: ApplicationError) -> HttpResponse:
+    """A refusal in the notice area, the row left as it is."""
+    if not is_htmx(request):
+        messages.error(request, error.message)
+        return redirect("home")
+    notice = _undo_notice(message=error.message, ids=[], previous="")
+    response = render(request, "tasks/_undo.html", {"undo": notice}, status=error.status)
+    response["HX-Retarget"] = "#undo"
+    response["HX-Reswap"] = "outerHTML"
+    return response
+
+
+@login_required
+@require_POST
+def task_event_undo_view(request: HttpRequest, task_id: int, event_id: int) -> HttpResponse:
+    """Undo what an email did to a task (closed it, moved its due date), from the Done view or its history."""
+    try:
+        task = task_event_undo(user=request_user(request), task_id=task_id, event_id=event_id)
+    except ApplicationError as error:
+        return _refused(request, error)
+    return _answer_with_row(request, task, f"Undone: “{task.title}” is as it was before that email.")
+
+
+SUGGESTION_ANSWERS = {"accept": True, "dismiss": False}
+
+
+@login_required
+@require_POST
+def task_suggestion(request: HttpRequest, task_id: int, event_id: int) -> HttpResponse:
+    """Take (`answer=accept`: Mark done, or the new due date) or set aside (`answer=dismiss`) what an email
+    suggested for a task the person had changed by hand."""
+    answer = request.POST.get("answer", "")
+    try:
+        if answer not in SUGGESTION_ANSWERS:
+            raise ApplicationError("Answer accept or dismiss.", code="invalid_answer")
+        task = task_suggestion_answer(
+            user=request_user(request), task_id=task_id, event_id=event_id, accept=SUGGESTION_ANSWERS[answer]
+        )
+    except ApplicationError as error:
+        return _refused(request, error)
+    if not SUGGESTION_ANSWERS[answer]:
+        return _answer_with_row(request, task, "Suggestion dismissed.")
+    if task.status == Task.Status.DONE:
+        return _answer_with_row(request, task, f"“{task.title}” marked done.", undo_to=Task.Status.OPEN)
+    return _answer_with_row(request, task, f"“{task.title}” is now due {task.due_date:%a %-d %b}.")

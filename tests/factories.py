@@ -3,7 +3,8 @@ from django.utils import timezone
 
 from accounts.models import User
 from integrations.models import Integration
-from tasks.services import EmailTaskRow
+from tasks.models import Task, TaskEvent
+from tasks.services import EmailTaskRow, task_insert_from_emails
 
 
 class UserFactory(factory.django.DjangoModelFactory[User]):
@@ -52,3 +53,41 @@ def email_task_row(
         run_id=None,
         sentence=sentence,
     )
+
+
+def email_task(user: User, integration: Integration, message_id: str, title: str, **fields: object) -> Task:
+    """A task the pipeline made from an email of `integration`, then given `fields` (kind, status, ...)."""
+    task_insert_from_emails(rows=[email_task_row(user, integration, message_id, title)])
+    task = Task.objects.get(user=user, source_id=message_id, title=title)
+    if fields:
+        Task.objects.filter(pk=task.pk).update(**fields)
+        task.refresh_from_db()
+    return task
+
+
+class TaskEventFactory(factory.django.DjangoModelFactory[TaskEvent]):
+    """A change an email made to a task (by default: the person's reply in Sent closed it), as the pipeline
+    (tasks/conversation.py) records it."""
+
+    class Meta:
+        model = TaskEvent
+
+    action = TaskEvent.Action.CLOSED
+    by = TaskEvent.By.EMAIL
+    at = factory.LazyFunction(timezone.now)
+    integration = factory.LazyAttribute(lambda event: event.task.integration)
+    message_id = factory.Sequence(lambda n: f"reply{n}")
+    web_link = factory.LazyAttribute(lambda event: f"https://mail.google.com/mail/u/0/#all/{event.message_id}")
+    email_folder = "sent"
+    email_sender = factory.LazyAttribute(lambda event: event.task.user.email)
+    email_received_at = factory.LazyFunction(timezone.now)
+    sentence = "Here is the deck."
+    status_before = Task.Status.OPEN
+
+
+def email_closes(task: Task, **fields: object) -> TaskEvent:
+    """What the pipeline does when an email delivers `task`: the task is done, with its history row."""
+    event = TaskEventFactory(task=task, status_before=task.status, **fields)
+    Task.objects.filter(pk=task.pk).update(status=Task.Status.DONE, completed_at=event.at, updated_at=event.at)
+    task.refresh_from_db()
+    return event

@@ -19,8 +19,9 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from accounts.services import access_token_create, consent_grant
 from extraction.models import ExtractionRun
+from tasks.models import Task, TaskEvent
 from tasks.services import task_create, task_insert_from_emails
-from tests.factories import IntegrationFactory, UserFactory, email_task_row
+from tests.factories import IntegrationFactory, TaskEventFactory, UserFactory, email_closes, email_task, email_task_row
 
 schema = schemathesis.openapi.from_wsgi("/api/openapi.json", WSGIHandler())
 
@@ -50,6 +51,11 @@ def token(db: None, keep_test_connection: None) -> str:
     task_insert_from_emails(
         rows=[email_task_row(user, mailbox, "18c3fa9e0b000001", "Sign the lease", sentence="Please sign the lease.")]
     )
+    # A waiting item an email closed, and a task with a suggestion: their history is held to the document too.
+    waiting = email_task(user, mailbox, "18c3fa9e0b000002", "Send the Q3 numbers", kind=Task.Kind.WAITING)
+    email_closes(waiting, email_folder="inbox", email_sender="Sam <sam@example.org>")
+    changed = email_task(user, mailbox, "18c3fa9e0b000003", "Book the room", hand_changed=True)
+    TaskEventFactory(task=changed, action=TaskEvent.Action.SUGGESTED, sentence="Booked for Tuesday.")
     ExtractionRun.objects.create(user=user, trigger="api")
     _, secret = access_token_create(user=user, name="schemathesis")
     return secret
@@ -76,3 +82,22 @@ def test_the_document_declares_each_tasks_sentence_and_no_input_takes_it() -> No
     assert sentence["type"] == "string" and "sentence" in components["TaskOut"]["required"]
     assert "verbatim" in sentence["description"]
     assert all("sentence" not in components[name]["properties"] for name in ("TaskIn", "TaskPatch"))
+
+
+def test_the_document_declares_each_items_kind_conversation_and_history() -> None:
+    components = schema.raw_schema["components"]["schemas"]
+    task = components["TaskOut"]
+    for name in ("kind", "waiting_on", "conversation", "hand_changed", "history", "suggestion"):
+        assert name in task["required"] and task["properties"][name].get("description"), name
+    event = components["TaskEventOut"]
+    assert {"action", "by", "at", "email", "sentence", "status_before", "undone_at", "can_undo"} <= set(
+        event["required"]
+    )
+    assert all(
+        name not in components[schema_name]["properties"]
+        for name in ("kind", "history")
+        for schema_name in ("TaskIn", "TaskPatch")
+    )
+    parameters = schema.raw_schema["paths"]["/api/tasks"]["get"]["parameters"]
+    assert "kind" in {parameter["name"] for parameter in parameters}
+    assert "/api/tasks/{task_id}/history/{event_id}/undo" in schema.raw_schema["paths"]

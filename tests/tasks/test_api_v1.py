@@ -18,7 +18,7 @@ from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
 from tasks.models import Task
 from tasks.services import EmailTaskRow, task_create, task_insert_from_emails
 from tests.extraction.test_rate_limit import start_of_a_fresh_window
-from tests.factories import IntegrationFactory, UserFactory
+from tests.factories import IntegrationFactory, TaskEventFactory, UserFactory, email_closes
 
 pytestmark = pytest.mark.django_db
 
@@ -423,3 +423,106 @@ def test_the_docs_page_loads_its_assets_from_our_static_files(client: Client) ->
         response = client.get(f"/static/vendor/swagger-ui/{asset}")
         assert response.status_code == 200
         assert len(b"".join(response.streaming_content)) > 10_000  # type: ignore[attr-defined]
+
+
+# Conversations: kind, sentence, conversation, history; undo and suggestions -----------------------------
+
+
+def test_a_task_shows_its_kind_whom_it_waits_on_its_conversation_and_its_history(api: Api) -> None:
+    user = api.user
+    gmail = IntegrationFactory(user=user)
+    item = email_task(
+        user,
+        gmail.pk,
+        "s1",
+        "Send the Q3 numbers",
+        sentence="Could you send me the Q3 numbers?",
+        conversation_key="<t1@x>",
+    )
+    Task.objects.filter(pk=item.pk).update(kind=Task.Kind.WAITING, waiting_on="Sam <sam@example.org>")
+    event = email_closes(item, email_folder="inbox", email_sender="Sam <sam@example.org>", sentence="Here are they.")
+
+    body = api.get(f"/api/tasks/{item.pk}").json()
+
+    assert (body["kind"], body["waiting_on"], body["conversation"]) == ("waiting", "Sam <sam@example.org>", "<t1@x>")
+    assert body["sentence"] == "Could you send me the Q3 numbers?"
+    assert (body["status"], body["hand_changed"], body["suggestion"]) == ("done", False, None)
+    [row] = body["history"]
+    assert row["id"] == event.pk
+    assert (row["action"], row["by"], row["sentence"], row["status_before"], row["can_undo"]) == (
+        "closed",
+        "email",
+        "Here are they.",
+        "open",
+        True,
+    )
+    assert row["email"] == {
+        "mailbox_id": gmail.pk,
+        "folder": "inbox",
+        "sender": "Sam <sam@example.org>",
+        "received_at": row["email"]["received_at"],
+        "web_link": event.web_link,
+    }
+    manual = api.get(f"/api/tasks/{task_create(user=user, title='By hand').pk}").json()
+    assert (manual["kind"], manual["conversation"], manual["history"]) == ("ask", None, [])
+
+
+def test_the_list_filters_by_kind(api: Api) -> None:
+    gmail = IntegrationFactory(user=api.user)
+    for n, kind in enumerate(Task.Kind.values):
+        task = email_task(api.user, gmail.pk, f"m{n}", f"A {kind}")
+        Task.objects.filter(pk=task.pk).update(kind=kind)
+
+    def titles(**params: Any) -> set[str]:
+        return {t["title"] for t in api.get("/api/tasks", **params).json()["items"]}
+
+    assert titles() == {"A ask", "A commitment", "A waiting"}  # every kind unless a filter says one
+    assert titles(kind="waiting") == {"A waiting"}
+    assert titles(kind="commitment", status="all") == {"A commitment"}
+    body = assert_error(api.get("/api/tasks", kind="someday"), 422, "invalid_input")
+    assert body["extra"]["fields"][0]["field"] == "kind"
+
+
+def test_undo_an_emails_close_through_the_api(api: Api) -> None:
+    task = email_task(api.user, IntegrationFactory(user=api.user).pk, "m1", "Send the deck")
+    event = email_closes(task)
+    path = f"/api/tasks/{task.pk}/history/{event.pk}/undo"
+
+    undone = api.post(path)
+
+    assert undone.status_code == 200, undone.content
+    body = undone.json()
+    assert (body["status"], body["hand_changed"]) == ("open", True)
+    assert [(row["action"], row["by"], row["can_undo"]) for row in body["history"]] == [
+        ("closed", "email", False),
+        ("undone", "person", False),
+    ]
+    assert body["history"][0]["undone_at"] is not None
+    assert_error(api.post(path), 400, "not_undoable")
+    assert_error(api.post(f"/api/tasks/{task.pk}/history/{event.pk + 100}/undo"), 404, "event_not_found")
+    stranger = UserFactory()
+    theirs = email_closes(email_task(stranger, IntegrationFactory(user=stranger).pk, "x1", "Theirs"))
+    assert_error(api.post(f"/api/tasks/{theirs.task_id}/history/{theirs.pk}/undo"), 404, "event_not_found")
+
+
+def test_answer_a_suggestion_through_the_api(api: Api) -> None:
+    gmail = IntegrationFactory(user=api.user)
+    task = email_task(api.user, gmail.pk, "m1", "Send the deck")
+    api.patch(f"/api/tasks/{task.pk}", {"notes": "mine now"})
+    later = timezone.localdate() + timedelta(days=9)
+    moved = TaskEventFactory(task=task, action="suggested", due_date_after=later, sentence="Next week then.")
+
+    body = api.get(f"/api/tasks/{task.pk}").json()
+    assert (body["hand_changed"], body["suggestion"]) == (True, moved.pk)
+    path = f"/api/tasks/{task.pk}/history/{moved.pk}/suggestion"
+    assert_error(api.post(path, {"answer": "perhaps"}), 422, "invalid_input")
+    taken = api.post(path, {"answer": "accept"}).json()
+    assert (taken["due_date"], taken["status"], taken["suggestion"]) == (later.isoformat(), "open", None)
+    assert_error(api.post(path, {"answer": "dismiss"}), 400, "suggestion_answered")
+
+    closing = TaskEventFactory(task=task, action="suggested", sentence="Here is the deck.")
+    assert (
+        api.post(f"/api/tasks/{task.pk}/history/{closing.pk}/suggestion", {"answer": "dismiss"}).json()["status"]
+        == "open"
+    )
+    assert api.get(f"/api/tasks/{task.pk}").json()["suggestion"] is None
