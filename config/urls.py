@@ -11,6 +11,7 @@ from config.metrics import metrics
 from extraction import views as extraction_views
 from integrations import views as integration_views
 from integrations import webhooks
+from reminders import views as reminder_views
 from tasks import views as task_views
 
 urlpatterns = [
@@ -22,6 +23,13 @@ urlpatterns = [
     path("tasks/<int:task_id>", task_views.task_row, name="task_row"),
     path("tasks/<int:task_id>/edit", task_views.task_edit, name="task_edit"),
     path("tasks/<int:task_id>/status", task_views.task_status, name="task_status"),
+    path("tasks/quick-add", reminder_views.quick_add_preview, name="quick_add_preview"),
+    path("tasks/<int:task_id>/snooze", reminder_views.snooze, name="task_snooze"),
+    path("settings/digest", reminder_views.settings_digest, name="settings_digest"),
+    path("settings/calendar", reminder_views.calendar_create, name="calendar_create"),
+    path("settings/calendar/<int:feed_id>/revoke", reminder_views.calendar_revoke, name="calendar_revoke"),
+    path("calendar/<str:secret>.ics", reminder_views.calendar_feed, name="calendar_feed"),
+    path("digest/unsubscribe", reminder_views.digest_unsubscribe, name="digest_unsubscribe"),
     path("extract", extraction_views.extract_now, name="extract_now"),
     path("runs/<int:run_id>", extraction_views.run_status, name="run_status"),
     path("consent/", account_views.consent, name="consent"),
