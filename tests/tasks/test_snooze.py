@@ -1,0 +1,69 @@
+"""Snoozing a task to a date: it leaves the open list until that date comes in the person's time zone, and
+is back that morning (and in that morning's digest)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from django.core import mail
+from django.test import Client
+from django.utils import timezone
+
+from accounts.models import User
+from reminders.digest import digest_send_due, digest_set
+from tasks.models import Task
+from tasks.selectors import task_list
+from tasks.services import task_create
+from tasks.snooze import person_today, task_snooze
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_snoozed_task_leaves_the_list_and_comes_back_on_its_date(client: Client, user: User) -> None:
+    client.force_login(user)
+    task = task_create(user=user, title="Renew the passport")
+    tomorrow = person_today(user=user) + timedelta(days=1)
+    answer = client.post(f"/tasks/{task.pk}/snooze", {"snoozed_until": tomorrow.isoformat()}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200 and b"snoozed until" in answer.content
+    assert b"Renew the passport" not in client.get("/").content
+    assert list(task_list(user=user)) == []
+
+    Task.objects.filter(pk=task.pk).update(snoozed_until=person_today(user=user))  # its date has come
+    assert b"Renew the passport" in client.get("/").content
+
+
+def test_the_snooze_control_is_on_each_open_task(client: Client, user: User) -> None:
+    client.force_login(user)
+    task = task_create(user=user, title="Renew the passport")
+    page = client.get("/").content.decode()
+    assert f'action="/tasks/{task.pk}/snooze"' in page and 'name="snoozed_until"' in page
+
+
+def test_snooze_returns_on_the_persons_morning_in_their_time_zone(user: User) -> None:
+    User.objects.filter(pk=user.pk).update(timezone="Asia/Tokyo")
+    user.refresh_from_db()
+    digest_set(user=user, enabled=True)
+    task = task_create(user=user, title="Back on Wednesday")
+    monday_evening_utc = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # 21:00 Monday in Tokyo
+    task_snooze(task=task, until=date(2026, 12, 2), now=monday_evening_utc)
+    digest_send_due(now=datetime(2026, 11, 30, 22, 30, tzinfo=UTC))  # Tuesday 07:30 in Tokyo
+    assert mail.outbox == []
+    digest_send_due(now=datetime(2026, 12, 1, 22, 30, tzinfo=UTC))  # Wednesday 07:30 in Tokyo
+    [message] = mail.outbox
+    assert "Back from snooze" in message.body and "Back on Wednesday" in message.body
+
+
+def test_snoozing_to_today_or_the_past_or_nonsense_is_refused_with_a_message(client: Client, user: User) -> None:
+    client.force_login(user)
+    task = task_create(user=user, title="Renew the passport")
+    today = timezone.localdate()
+    for value in (today.isoformat(), "2001-01-01", "not a date", ""):
+        answer = client.post(f"/tasks/{task.pk}/snooze", {"snoozed_until": value}, HTTP_HX_REQUEST="true")
+        assert answer.status_code == 400, value
+        assert b"Snooze until" in answer.content or b"Choose the date" in answer.content
+    task.refresh_from_db()
+    assert task.snoozed_until is None
+    assert (
+        client.post("/tasks/999999/snooze", {"snoozed_until": "2030-01-01"}, HTTP_HX_REQUEST="true").status_code == 404
+    )
