@@ -3,7 +3,7 @@ the person's time zone, and the page shows what it understood before the task is
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -11,6 +11,7 @@ from django.test import Client
 from accounts.models import User
 from tasks.models import Task
 from tasks.quickadd import quick_add_understand
+from tasks.snooze import person_today
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -61,10 +62,8 @@ def test_adding_call_sam_tomorrow_3pm_saves_the_due_date_and_the_time(client: Cl
     user = _tokyo(client)
     assert client.post("/tasks/add", {"title": "Call Sam tomorrow 3pm"}).status_code == 302
     task = Task.objects.get(user=user)
-    from tasks.snooze import person_today
-
     assert (task.title, task.notes) == ("Call Sam", "At 15:00.")
-    assert (task.due_date - person_today(user=user)).days == 1
+    assert task.due_date == person_today(user=user) + timedelta(days=1)  # tomorrow in Tokyo
 
 
 def test_a_chosen_due_date_or_keep_as_typed_wins_over_the_words(client: Client) -> None:
