@@ -24,7 +24,7 @@ from reminders.digest import (
 )
 from tasks.quickadd import quick_add_resolve
 from tasks.selectors import task_get
-from tasks.snooze import person_zone, task_snooze
+from tasks.snooze import person_zone, task_snooze, task_snoozed_list, task_unsnooze
 
 # Quick add --------------------------------------------------------------------------------------
 
@@ -72,11 +72,38 @@ def snooze(request: HttpRequest, task_id: int) -> HttpResponse:
     if not is_htmx(request):
         messages.success(request, message)
         return redirect("home")
-    response = render(
-        request, "tasks/_undo.html", {"undo": {"message": message, "ids": [], "previous": ""}, "oob": True}
-    )
+    # The row is removed (the empty answer replaces it); the notice, with its Undo, goes to #undo out of band.
+    response = render(request, "tasks/_snooze_notice.html", {"message": message, "task": task, "oob": True})
     response["HX-Trigger"] = "tasksChanged"  # the group counts change
     return response
+
+
+@login_required
+@require_POST
+def unsnooze(request: HttpRequest, task_id: int) -> HttpResponse:
+    """Back on the list now: the snooze notice's Undo, or the snoozed page's button."""
+    try:
+        task = task_unsnooze(task=task_get(user=request_user(request), task_id=task_id))
+    except ApplicationError as error:
+        if is_htmx(request):
+            return HttpResponse(error.message, status=error.status)
+        messages.error(request, error.message)
+        return redirect("snoozed_tasks")
+    message = f"“{task.title}” is back on your list."
+    if not is_htmx(request):
+        messages.success(request, message)
+        return redirect("snoozed_tasks")
+    response = render(request, "tasks/_snooze_notice.html", {"message": message})
+    response["HX-Trigger"] = "tasksChanged"
+    return response
+
+
+@login_required
+@require_GET
+def snoozed_tasks(request: HttpRequest) -> HttpResponse:
+    user = request_user(request)
+    context = {"tasks": task_snoozed_list(user=user), "zone": person_zone(user).key}
+    return render(request, "tasks/snoozed.html", context)
 
 
 # Settings: the digest and calendar feeds --------------------------------------------------------

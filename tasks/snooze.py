@@ -51,6 +51,14 @@ def task_snooze(*, task: Task, until: date, now: datetime | None = None) -> Task
     return task
 
 
+def task_snoozed_list(*, user: User, now: datetime | None = None) -> list[Task]:
+    """The person's open tasks off the list for now, soonest back first."""
+    today = person_today(user=user, now=now)
+    return list(
+        Task.objects.filter(user=user, status=Task.Status.OPEN, snoozed_until__gt=today).order_by("snoozed_until", "pk")
+    )
+
+
 def task_unsnooze(*, task: Task) -> Task:
     task.snoozed_until = None
     task.save(update_fields=["snoozed_until", "updated_at"])

@@ -67,3 +67,32 @@ def test_snoozing_to_today_or_the_past_or_nonsense_is_refused_with_a_message(cli
     assert (
         client.post("/tasks/999999/snooze", {"snoozed_until": "2030-01-01"}, HTTP_HX_REQUEST="true").status_code == 404
     )
+
+
+def test_a_snooze_can_be_undone_and_snoozed_tasks_are_listed_with_their_date(client: Client, user: User) -> None:
+    client.force_login(user)
+    task = task_create(user=user, title="Renew the passport")
+    back = person_today(user=user) + timedelta(days=3)
+    notice = client.post(f"/tasks/{task.pk}/snooze", {"snoozed_until": back.isoformat()}, HTTP_HX_REQUEST="true")
+    assert f'action="/tasks/{task.pk}/unsnooze"'.encode() in notice.content and b'id="undo-button"' in notice.content
+    listed = client.get("/tasks/snoozed").content
+    assert b"Renew the passport" in listed and b'id="no-snoozed"' not in listed
+
+    undone = client.post(f"/tasks/{task.pk}/unsnooze", HTTP_HX_REQUEST="true")
+    assert undone.status_code == 200 and b"back on your list" in undone.content
+    assert b"Renew the passport" in client.get("/").content
+    assert b'id="no-snoozed"' in client.get("/tasks/snoozed").content
+
+
+def test_another_persons_task_cannot_be_snoozed_or_unsnoozed(client: Client, user: User) -> None:
+    from tests.factories import UserFactory
+
+    theirs = task_create(user=UserFactory(), title="Not yours")
+    client.force_login(user)
+    later = (person_today(user=user) + timedelta(days=3)).isoformat()
+    assert (
+        client.post(f"/tasks/{theirs.pk}/snooze", {"snoozed_until": later}, HTTP_HX_REQUEST="true").status_code == 404
+    )
+    assert client.post(f"/tasks/{theirs.pk}/unsnooze", HTTP_HX_REQUEST="true").status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.snoozed_until is None
