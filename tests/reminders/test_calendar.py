@@ -89,3 +89,22 @@ def test_a_calendar_url_never_reaches_a_log_line(client: Client, user: User) -> 
     secret = path.removeprefix("/calendar/").removesuffix(".ics")
     line = f'127.0.0.1 - - "GET {path} HTTP/1.1" 200 "-" "Google-Calendar-Importer"'
     assert secret not in redact(line) and "/calendar/" in redact(line)
+
+
+def test_admin_revokes_a_calendar_link_and_never_shows_its_hash(client: Client, user: User) -> None:
+    from reminders.calendar import calendar_feed_create
+
+    feed, secret = calendar_feed_create(user=user)
+    admin = UserFactory(is_staff=True, is_superuser=True)
+    client.force_login(admin)
+    for path in ("/admin/reminders/calendarfeed/", f"/admin/reminders/calendarfeed/{feed.pk}/change/"):
+        page = client.get(path)
+        assert (
+            page.status_code == 200
+            and feed.secret_hash.encode() not in page.content
+            and secret.encode() not in page.content
+        )
+    assert client.get("/admin/reminders/digestday/").status_code == 200
+    assert client.get("/admin/reminders/digestsubscription/").status_code == 200
+    client.post("/admin/reminders/calendarfeed/", {"action": "revoke", "_selected_action": [feed.pk]})
+    assert Client().get(f"/calendar/{secret}.ics").status_code == 404
