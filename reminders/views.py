@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -60,20 +61,29 @@ def snooze(request: HttpRequest, task_id: int) -> HttpResponse:
     until = _date_or_none(request.POST.get("snoozed_until", ""))
     try:
         task = task_get(user=request_user(request), task_id=task_id)
-        if until is None:
-            raise ApplicationError("Choose the date the task comes back.", code="invalid_snooze_date")
-        task_snooze(task=task, until=until)
     except ApplicationError as error:
         if is_htmx(request):
             return HttpResponse(error.message, status=error.status)
         messages.error(request, error.message)
         return redirect("home")
+    try:
+        if until is None:
+            raise ApplicationError("Choose the date the task comes back.", code="invalid_snooze_date")
+        task_snooze(task=task, until=until)
+    except ApplicationError as error:
+        if not is_htmx(request):
+            messages.error(request, error.message)
+            return redirect("home")
+        # The row stays as it was (never replaced by the bare message), and the notice says what was wrong.
+        row = render_to_string("tasks/_task.html", {"task": task}, request=request)
+        notice = render_to_string("tasks/_snooze_notice.html", {"message": error.message, "oob": True}, request=request)
+        return HttpResponse(row + notice, status=error.status)
     message = f"“{task.title}” snoozed until {until:%a %-d %b}."
     if not is_htmx(request):
         messages.success(request, message)
         return redirect("home")
     # The row is removed (the empty answer replaces it); the notice, with its Undo, goes to #undo out of band.
-    response = render(request, "tasks/_snooze_notice.html", {"message": message, "task": task, "oob": True})
+    response = render(request, "tasks/_snooze_notice.html", {"message": message, "undo_task": task, "oob": True})
     response["HX-Trigger"] = "tasksChanged"  # the group counts change
     return response
 

@@ -62,6 +62,7 @@ def test_snoozing_to_today_or_the_past_or_nonsense_is_refused_with_a_message(cli
         answer = client.post(f"/tasks/{task.pk}/snooze", {"snoozed_until": value}, HTTP_HX_REQUEST="true")
         assert answer.status_code == 400, value
         assert b"Snooze until" in answer.content or b"Choose the date" in answer.content
+        assert f'id="task-{task.pk}"'.encode() in answer.content  # the row stays, with the message beside it
     task.refresh_from_db()
     assert task.snoozed_until is None
     assert (
