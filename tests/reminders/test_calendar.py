@@ -50,7 +50,7 @@ def test_the_calendar_feed_parses_and_carries_only_its_owners_dated_open_tasks(c
     assert event["UID"] and event["DTSTAMP"]
 
 
-def test_the_secret_is_shown_once_and_only_its_hash_is_kept(client: Client, user: User) -> None:
+def test_the_calendar_secret_is_shown_once_and_only_its_hash_is_kept(client: Client, user: User) -> None:
     client.force_login(user)
     path = _make_link(client)
     secret = path.removeprefix("/calendar/").removesuffix(".ics")

@@ -186,7 +186,7 @@ def test_the_digest_unsubscribe_link_works_signed_out(three_zones: tuple[User, .
     assert _digests_to(tokyo) == []
 
 
-def test_a_mail_clients_one_click_post_unsubscribes(three_zones: tuple[User, ...]) -> None:
+def test_a_mail_clients_one_click_post_unsubscribes_from_the_digest(three_zones: tuple[User, ...]) -> None:
     tokyo, _, _ = three_zones
     link = unsubscribe_link_make(user=tokyo)
     path = link[link.index("/digest/") :]
@@ -198,7 +198,7 @@ def test_a_mail_clients_one_click_post_unsubscribes(three_zones: tuple[User, ...
     assert not tokyo.digest_subscription.enabled
 
 
-def test_a_forged_or_expired_unsubscribe_link_gives_a_clear_page(three_zones: tuple[User, ...]) -> None:
+def test_a_forged_or_expired_digest_unsubscribe_link_gives_a_clear_page(three_zones: tuple[User, ...]) -> None:
     tokyo, _, _ = three_zones
     browser = Client()
     forged = signing.dumps({"u": tokyo.pk}, salt="another purpose")

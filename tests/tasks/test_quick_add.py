@@ -58,7 +58,7 @@ def test_the_quick_add_preview_shows_what_was_understood_before_saving(client: C
     assert 'data-due=""' in kept.content.decode()
 
 
-def test_adding_call_sam_tomorrow_3pm_saves_the_due_date_and_the_time(client: Client) -> None:
+def test_quick_add_of_call_sam_tomorrow_3pm_saves_the_due_date_and_the_time(client: Client) -> None:
     user = _tokyo(client)
     assert client.post("/tasks/add", {"title": "Call Sam tomorrow 3pm"}).status_code == 302
     task = Task.objects.get(user=user)
@@ -66,7 +66,7 @@ def test_adding_call_sam_tomorrow_3pm_saves_the_due_date_and_the_time(client: Cl
     assert task.due_date == person_today(user=user) + timedelta(days=1)  # tomorrow in Tokyo
 
 
-def test_a_chosen_due_date_or_keep_as_typed_wins_over_the_words(client: Client) -> None:
+def test_quick_add_lets_a_chosen_due_date_or_keep_as_typed_win_over_the_words(client: Client) -> None:
     user = _tokyo(client)
     client.post("/tasks/add", {"title": "Send the report by Friday", "due_date": "2027-03-01"})
     client.post("/tasks/add", {"title": "Read Friday Night Lights tomorrow", "keep_as_typed": "on"})

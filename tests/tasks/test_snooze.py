@@ -54,7 +54,7 @@ def test_snooze_returns_on_the_persons_morning_in_their_time_zone(user: User) ->
     assert "Back from snooze" in message.body and "Back on Wednesday" in message.body
 
 
-def test_snoozing_to_today_or_the_past_or_nonsense_is_refused_with_a_message(client: Client, user: User) -> None:
+def test_snooze_to_today_or_the_past_or_nonsense_is_refused_with_a_message(client: Client, user: User) -> None:
     client.force_login(user)
     task = task_create(user=user, title="Renew the passport")
     today = timezone.localdate()
