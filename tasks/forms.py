@@ -14,7 +14,7 @@ class TaskForm(forms.Form):
         widget=forms.TextInput(
             attrs={
                 "hx-get": reverse_lazy("quick_add_preview"),
-                "hx-trigger": "input changed delay:300ms",
+                "hx-trigger": "input changed delay:300ms, change from:#id_due_date, change from:#id_keep_as_typed",
                 "hx-include": "#add-task",
                 "hx-target": "#quick-add-preview",
                 "hx-swap": "outerHTML",

@@ -39,6 +39,10 @@ def test_quick_add_preview_snooze_and_reminder_settings_in_the_browser(
         expect(preview).to_contain_text("“Call Sam”", timeout=30_000)
         tomorrow = person_today(user=user) + timedelta(days=1)
         expect(preview).to_have_attribute("data-due", tomorrow.isoformat())
+        page.locator("#id_keep_as_typed").check()  # the preview follows: no date taken from the words
+        expect(preview).to_have_attribute("data-due", "")
+        page.locator("#id_keep_as_typed").uncheck()
+        expect(preview).to_have_attribute("data-due", tomorrow.isoformat())
         assert not Task.objects.exists()
         page.locator("#add-task-button").click()
         row = page.locator("#task-list > li.task").first
