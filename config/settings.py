@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "integrations",
     "extraction",
     "tasks",
+    "reminders",
 ]
 
 MIDDLEWARE = [
@@ -515,3 +516,18 @@ GMAIL_PUSH_TOKEN_MAX_LIFETIME_SECONDS = env_int("GMAIL_PUSH_TOKEN_MAX_LIFETIME_S
 # Graph: how long a subscription is asked for. Sources disagree on the longest for Outlook messages
 # (10,080 or 4,230 minutes): stay under the shorter one; renewed daily anyway.
 GRAPH_SUBSCRIPTION_MINUTES = min(env_int("GRAPH_SUBSCRIPTION_MINUTES", 4200, minimum=1), 4200)
+
+# Reminders (reminders/): the morning digest email, for those who turn it on in Settings, sent once a day per
+# person from DIGEST_HOUR of their time zone, for DIGEST_SEND_HOURS (a worker down all morning skips the day
+# rather than send a "morning" digest at night); beat looks for whose morning it is every DIGEST_SCAN_SECONDS.
+# Its unsubscribe link (no login) works for DIGEST_UNSUBSCRIBE_DAYS.
+DIGEST_HOUR = env_int("DIGEST_HOUR", 7, minimum=0)
+DIGEST_SEND_HOURS = env_int("DIGEST_SEND_HOURS", 5, minimum=1)
+if DIGEST_HOUR + DIGEST_SEND_HOURS > 24:
+    raise ImproperlyConfigured("DIGEST_HOUR + DIGEST_SEND_HOURS must end within the day (at most 24).")
+DIGEST_SCAN_SECONDS = env_int("DIGEST_SCAN_SECONDS", 300, minimum=1)
+DIGEST_UNSUBSCRIBE_DAYS = env_int("DIGEST_UNSUBSCRIBE_DAYS", 90, minimum=1)
+CELERY_BEAT_SCHEDULE["digest-send"] = {
+    "task": "reminders.jobs.digest_send_job",
+    "schedule": DIGEST_SCAN_SECONDS,
+}

@@ -11,6 +11,7 @@ from config.metrics import metrics
 from extraction import views as extraction_views
 from integrations import views as integration_views
 from integrations import webhooks
+from reminders import views as reminder_views
 from tasks import views as task_views
 
 urlpatterns = [
@@ -24,6 +25,15 @@ urlpatterns = [
     path("tasks/<int:task_id>/status", task_views.task_status, name="task_status"),
     path("tasks/<int:task_id>/history/<int:event_id>/undo", task_views.task_event_undo_view, name="task_event_undo"),
     path("tasks/<int:task_id>/suggestion/<int:event_id>", task_views.task_suggestion, name="task_suggestion"),
+    path("tasks/quick-add", reminder_views.quick_add_preview, name="quick_add_preview"),
+    path("tasks/<int:task_id>/snooze", reminder_views.snooze, name="task_snooze"),
+    path("tasks/<int:task_id>/unsnooze", reminder_views.unsnooze, name="task_unsnooze"),
+    path("tasks/snoozed", reminder_views.snoozed_tasks, name="snoozed_tasks"),
+    path("settings/digest", reminder_views.settings_digest, name="settings_digest"),
+    path("settings/calendar", reminder_views.calendar_create, name="calendar_create"),
+    path("settings/calendar/<int:feed_id>/revoke", reminder_views.calendar_revoke, name="calendar_revoke"),
+    path("calendar/<str:secret>.ics", reminder_views.calendar_feed, name="calendar_feed"),
+    path("digest/unsubscribe", reminder_views.digest_unsubscribe, name="digest_unsubscribe"),
     path("extract", extraction_views.extract_now, name="extract_now"),
     path("runs/<int:run_id>", extraction_views.run_status, name="run_status"),
     path("consent/", account_views.consent, name="consent"),

@@ -1,4 +1,5 @@
 from django import forms
+from django.urls import reverse_lazy
 
 from tasks.models import Task
 
@@ -6,9 +7,25 @@ PRIORITY_CHOICES = [("", "No priority"), *Task.Priority.choices]
 
 
 class TaskForm(forms.Form):
-    title = forms.CharField(max_length=300, label="New task")
+    # Typing shows what quick add understands (tasks/quickadd.py) in #quick-add-preview, before saving.
+    title = forms.CharField(
+        max_length=300,
+        label="New task",
+        widget=forms.TextInput(
+            attrs={
+                "hx-get": reverse_lazy("quick_add_preview"),
+                "hx-trigger": "input changed delay:300ms, change from:#id_due_date, change from:#id_keep_as_typed",
+                "hx-include": "#add-task",
+                "hx-target": "#quick-add-preview",
+                "hx-swap": "outerHTML",
+                "aria-describedby": "quick-add-preview",
+                "autocomplete": "off",
+            }
+        ),
+    )
     due_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Due")
     priority = forms.ChoiceField(choices=PRIORITY_CHOICES, required=False)
+    keep_as_typed = forms.BooleanField(required=False, label="Keep the text as typed (no date from it)")
 
 
 class TaskEditForm(forms.Form):

@@ -75,6 +75,8 @@ class Task(TimeStampedModel):
     # The person edited or reopened it by hand: no email closes or changes it automatically again; what an
     # email would have done is kept as a `suggested` event and shown on it instead.
     hand_changed = models.BooleanField(default=False, db_default=False)
+    # Snoozed: off the open list (and the digest) until this date of the person's comes (tasks/snooze.py).
+    snoozed_until = models.DateField(null=True, blank=True)
 
     class Meta:
         ordering = ("-created_at", "-id")

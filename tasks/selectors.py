@@ -11,6 +11,7 @@ from config.errors import NotFoundError
 from config.pagination import Keyset, KeysetPage, SortKey, keyset_page
 from tasks.models import ADMIN_SEARCH_CONFIG, ADMIN_SEARCH_FIELDS, Task, TaskEvent, TaskLink, TaskListVersion
 from tasks.services import db_text
+from tasks.snooze import person_today
 
 # The orders of the list (each served by an index of tasks/models.py, after user and status): open tasks
 # by due date (soonest first), then those without one by their email's received time (newest first);
@@ -114,6 +115,8 @@ def _filtered(
         tasks = tasks.filter(status=status)
     if kinds:
         tasks = tasks.filter(kind=next(iter(kinds))) if len(kinds) == 1 else tasks.filter(kind__in=sorted(kinds))
+    if status == Task.Status.OPEN:  # a snoozed task is back on the morning of its date (tasks/snooze.py)
+        tasks = tasks.exclude(snoozed_until__gt=person_today(user=user))
     if query.strip():
         words = db_text(query.strip())[:200]  # PostgreSQL refuses NUL characters
         tasks = tasks.filter(

@@ -30,6 +30,7 @@ from integrations.models import Integration
 from integrations.selectors import integration_list
 from tasks.forms import TaskEditForm, TaskForm
 from tasks.models import Task
+from tasks.quickadd import quick_add_notes, quick_add_resolve
 from tasks.selectors import task_count, task_due_counts, task_get, task_list_version, task_page
 from tasks.services import (
     task_bulk_set_status,
@@ -299,10 +300,17 @@ def task_add(request: HttpRequest) -> HttpResponse:
     form = TaskForm(request.POST)
     if form.is_valid():
         try:
-            task_create(
+            understood = quick_add_resolve(  # "Call Sam tomorrow 3pm" is due tomorrow (tasks/quickadd.py)
                 user=request_user(request),
                 title=form.cleaned_data["title"],
                 due_date=form.cleaned_data["due_date"],
+                keep_as_typed=form.cleaned_data["keep_as_typed"],
+            )
+            task_create(
+                user=request_user(request),
+                title=understood.title,
+                notes=quick_add_notes(understood),
+                due_date=understood.due_date,
                 priority=form.cleaned_data["priority"] or "",
             )
         except ApplicationError as error:

@@ -1,0 +1,65 @@
+"""What reminds a person of their tasks where they already look: the morning digest email (their choice, and
+the record of each day's send) and private calendar feeds."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from config.models import TimeStampedModel
+
+
+class DigestSubscription(TimeStampedModel):
+    """A person's choice about the morning digest: off until they turn it on in Settings, off again by the
+    email's unsubscribe link."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="digest_subscription"
+    )
+    enabled = models.BooleanField(default=False)
+    unsubscribed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"digest of {self.user_id} {'on' if self.enabled else 'off'}"
+
+
+class DigestDay(models.Model):
+    """One person's digest of one day of theirs (the idempotency key: person and local date, unique in the
+    database). The row is written in the same transaction as the send, so a sender that dies before it
+    commits leaves no row and another sends; two senders at once wait on each other's row and one sends."""
+
+    class Outcome(models.TextChoices):
+        SENT = "sent", "Sent"
+        EMPTY = "empty", "Nothing to say"  # nothing due: no email, and the day is not looked at again
+        FAILED = "failed", "Mail server refused"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="digest_days")
+    day = models.DateField()  # the person's date, in their time zone
+    outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    tasks = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "day"], name="one_digest_per_person_and_day")]
+        ordering = ("-day",)
+
+    def __str__(self) -> str:
+        return f"digest of {self.user_id} on {self.day}: {self.outcome}"
+
+
+class CalendarFeed(models.Model):
+    """A private iCalendar feed of a person's dated open tasks. Only the SHA-256 of its secret is kept: the
+    URL is shown once, when it is made; revoking it makes the URL answer 404."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="calendar_feeds")
+    secret_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=16)  # the first characters, so a person can tell feeds apart
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_fetched_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"calendar feed {self.prefix}… of {self.user_id}"
