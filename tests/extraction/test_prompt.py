@@ -168,5 +168,8 @@ def test_a_secret_hidden_by_format_characters_is_still_found():
 
 
 def test_the_instruction_is_short_and_names_the_placeholders():
-    assert len(SYSTEM_INSTRUCTION) < 1_100  # sent with every batch; it was 1,500 characters in version 1
+    # Sent with every batch; it was 1,500 characters in version 1, 1,082 in version 3. Version 4 says what
+    # sent mail holds (commitments, waiting items, whom) and what to answer of a conversation's open items:
+    # about 370 characters more, a few dozen tokens of a batch whose emails are thousands.
+    assert len(SYSTEM_INSTRUCTION) < 1_500
     assert "[password]" in SYSTEM_INSTRUCTION
