@@ -453,7 +453,7 @@ def changes_for(email: ReaderEmail) -> list[ReaderChange]:
         text = _normalise(sentence)
         if email.sent and is_acknowledgement(sentence):
             due = find_due_date(sentence, email.sent_on) or _next_week(text, email.sent_on)
-            item = _which(sentence, email.items) if due else None
+            item = _which(sentence, email.items, given=email.items) if due else None
             if item is not None and item.item_id not in changes:
                 changes[item.item_id] = ReaderChange(item.item_id, "updated", sentence.strip(), due)
             continue
@@ -467,7 +467,7 @@ def changes_for(email: ReaderEmail) -> list[ReaderChange]:
             candidates = [item for item in email.items if item.kind in delivers]
         else:
             continue
-        item = _which(sentence, [c for c in candidates if c.item_id not in changes])
+        item = _which(sentence, [c for c in candidates if c.item_id not in changes], given=email.items)
         if item is not None:
             changes[item.item_id] = ReaderChange(item.item_id, "delivered", sentence.strip())
     if receipt:
@@ -479,17 +479,18 @@ def changes_for(email: ReaderEmail) -> list[ReaderChange]:
     return [changes[item.item_id] for item in email.items if item.item_id in changes]
 
 
-def _which(sentence: str, items: Sequence[ReaderItem]) -> ReaderItem | None:
-    """The item whose title shares the most words of four letters or more with the sentence (the first of
-    equals); with none shared, the only item when there is one."""
+def _which(sentence: str, items: Sequence[ReaderItem], *, given: Sequence[ReaderItem]) -> ReaderItem | None:
+    """Of `items` (those the sentence may change), the one whose title shares the most words of four letters
+    or more with the sentence (the first of equals); with none shared, the email's only item (of those
+    `given` to it) when it is one of `items`."""
     words = _long_words(sentence)
     best, shared = None, 0
     for item in items:
         count = len(words & _long_words(item.title))
         if count > shared:
             best, shared = item, count
-    if best is None and len(items) == 1:
-        return items[0]
+    if best is None and len(given) == 1 and given[0] in items:
+        return given[0]
     return best
 
 
