@@ -16,6 +16,7 @@ import json
 import time
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
+from typing import Any
 
 import pytest
 
@@ -304,10 +305,12 @@ def test_a_replayed_run_changes_nothing_twice(gmail: GmailBox, consenting_user: 
     assert again.items_closed == 0
 
 
+@pytest.mark.parametrize("batch_size", [10, 1])  # in one batch; in batches of one, four calls in flight
 def test_a_later_reply_in_the_same_run_as_its_ask_still_closes_it(
-    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings: object
+    gmail: GmailBox, consenting_user: User, settings: Any, batch_size: int
 ) -> None:
-    # Both in one batch's reach, and other conversations' mail around them, as a run reads a busy inbox.
+    settings.EXTRACTION_BATCH_SIZE, settings.EXTRACTION_LLM_CONCURRENCY = batch_size, 4
+    # Other conversations' mail between them, as a run reads a busy inbox.
     gmail.deliver(raw(1, ASK))
     for n in range(3):
         gmail.deliver(raw(1, f"Could you sign form {n}?", root=f"form-{n}@mail.example.org", subject=f"Form {n}"))
