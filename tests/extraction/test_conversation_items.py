@@ -19,6 +19,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from accounts.models import User
 from accounts.selectors import reading_choices
@@ -150,7 +151,7 @@ def test_a_reply_that_only_acknowledges_moves_the_due_date_and_does_not_close(
 
 
 def test_a_receipt_after_the_invoice_closes_it_through_the_pipeline(
-    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+    gmail: GmailBox, consenting_user: User, client: Client
 ) -> None:
     gmail.deliver(raw(1, "The amount of EUR 480.00 is due by December 11.", subject="Invoice 1142"))
     run_extraction(consenting_user)
@@ -162,6 +163,11 @@ def test_a_receipt_after_the_invoice_closes_it_through_the_pipeline(
     assert task.status == Task.Status.DONE
     assert task.events.get().sentence == "Payment received, thank you."
     assert run.items_closed == 1
+    client.force_login(consenting_user)  # the person's run line and the API say so
+    assert client.get(f"/api/extraction/runs/{run.pk}").json()["counts"]["items_closed"] == 1
+    assert "1 closed by a later email" in client.get(f"/runs/{run.pk}").content.decode()
+    client.force_login(User.objects.create_superuser("root@example.com", "pw-for-the-admin"))
+    assert "Items closed" in client.get("/admin/extraction/extractionrun/").content.decode()
 
 
 def test_never_mind_in_a_later_incoming_email_closes_the_ask(gmail: GmailBox, consenting_user: User) -> None:
