@@ -71,7 +71,7 @@ def _email_search(queryset: QuerySet[Any], text: str, *, email_key: bool) -> Que
 class ExtractionRunAdmin(RecordAdminMixin, admin.ModelAdmin[ExtractionRun]):
     list_display = (
         "pk", "user", "trigger", "status", "created_at", "emails_fetched", "emails_sent_to_llm", "tasks_created",
-        "llm_calls", "prompt_version", "error_code",
+        "items_closed", "llm_calls", "prompt_version", "error_code",
     )  # fmt: skip
     list_filter = ("status", "trigger", "prompt_version", "error_code", "created_at")
     search_fields = ("=user__email", "=id")  # see get_search_results

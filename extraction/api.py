@@ -32,6 +32,19 @@ class RunCountsOut(Schema):
     ungrounded: int = Field(
         0, description="Tasks Gemini gave whose sentence Tasklift did not find in their email: not kept."
     )
+    items_closed: int = Field(0, description="Open items an email of their conversation delivered or settled.")
+    items_updated: int = Field(0, description="Open items an email of their conversation gave a new due date.")
+    items_suggested: int = Field(
+        0, description="Changes an email would have made to items changed by hand: kept as suggestions."
+    )
+    commitments_created: int = Field(0, description="New tasks the person promised in mail they sent.")
+    waiting_created: int = Field(0, description="New items the person waits for, asked in mail they sent.")
+    item_answers_refused: int = Field(
+        0, description="Item changes Gemini named that were not applied: an item not given, a sentence not found."
+    )
+    old_asks_skipped: int = Field(
+        0, description="New items not written: their sentence stands in an earlier item of the conversation."
+    )
 
 
 class RunLLMOut(Schema):

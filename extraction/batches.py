@@ -1,6 +1,11 @@
 """The batches of a run in flight (DESIGN §5): emails grouped in tens, each batch prepared (copies of mail
 handled already, bulk mail, its prompt) while earlier calls are in flight, sent under the lease and the
 consent, its answer validated, and an email that Gemini cannot read isolated by splitting its batch.
+
+Emails of one conversation are read in the order the stream gives them (the reader lists each mailbox's
+mail oldest first): a later one never shares a batch with an earlier one (it is held for the next batch),
+and a batch is prepared only once every batch in flight with an earlier email of its conversations is
+written. So a reply's prompt carries the items its earlier email made (item_1 …), and may close them.
 """
 
 from __future__ import annotations
@@ -24,13 +29,15 @@ from accounts.selectors import ReadingChoices
 from config.logcontext import in_context
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
 from extraction.models import AlwaysReadSender, ExtractionRun
-from extraction.prompt import MAX_READER_ADDRESSES, Prompt
+from extraction.prompt import MAX_ITEMS_PER_EMAIL, MAX_READER_ADDRESSES, OpenItem, Prompt
 from extraction.reading import SourcedEmail
 from extraction.runrecord import RunRecord, RunStopped
 from extraction.selectors import email_keys_handled
-from extraction.writing import BatchWriter
+from extraction.writing import BatchWriter, answers_earlier
 from integrations.mail.bulk import bulk_reason
+from integrations.mail.message import Email
 from integrations.models import Integration
+from tasks.conversation import conversation_open_items, items_before
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,20 @@ class _Batch:
     counter: _QueryCounter
     skipped: list[tuple[SourcedEmail, str]] = field(default_factory=list)  # bulk mail, with why
     prompt: Prompt | None = None  # built before its turn to be sent
+
+    def waits_for(self, emails: list[SourcedEmail]) -> bool:
+        """Whether `emails` hold a later email of a conversation this batch has an email of (not a copy of
+        the same message, which rides on it): they must wait until this batch is written."""
+        return any(_follows(item, self.batch) for item in emails)
+
+
+def _follows(item: SourcedEmail, earlier: list[SourcedEmail]) -> bool:
+    """Whether `item` is another email of a conversation that `earlier` holds an email of."""
+    key, message = item.email.conversation_key, item.email.internet_message_id
+    return bool(key) and any(
+        other.email.conversation_key == key and not (message and other.email.internet_message_id == message)
+        for other in earlier
+    )
 
 
 @dataclass(frozen=True)
@@ -73,14 +94,22 @@ class BatchCalls:
         self.batch_stats: list[BatchStat] = []
 
     def _batches(self) -> Generator[list[SourcedEmail]]:
+        """The stream in batches, a later email of a conversation held for a batch after its earlier one's
+        (and behind any of its conversation held already), so the order within a conversation stays."""
+        size = settings.EXTRACTION_BATCH_SIZE
         batch: list[SourcedEmail] = []
+        held: list[SourcedEmail] = []
         for item in self.emails:
-            batch.append(item)
-            if len(batch) == settings.EXTRACTION_BATCH_SIZE:
+            if _follows(item, batch) or _follows(item, held):
+                held.append(item)
+            else:
+                batch.append(item)
+            if len(batch) == size:
                 yield batch
-                batch = []
-        if batch:
+                batch, held = _refill(held, size)
+        while batch:
             yield batch
+            batch, held = _refill(held, size)
 
     def run(self) -> None:
         """Every batch, with up to EXTRACTION_LLM_CONCURRENCY Gemini calls in flight (DESIGN §5 needs no
@@ -102,6 +131,8 @@ class BatchCalls:
                 for emails in batches:
                     if self._slice_over(sent):
                         break  # this batch (fetched, not sent) and the rest are the continuation's
+                    while any(earlier.waits_for(emails) for earlier in in_flight):
+                        self._finish_batch(in_flight.popleft())  # its items are in this batch's prompt
                     prepared = self._prepare_batch(emails)
                     while len(in_flight) >= limit:
                         self._finish_batch(in_flight.popleft())
@@ -162,7 +193,29 @@ class BatchCalls:
     def _prompt(self, batch: list[SourcedEmail]) -> Prompt:
         # A consent to a text before recipients were sent covers a prompt without them (accounts/consent.py).
         reader = self.reader_addresses if self.choices.read_recipients else None
-        return self.llm.prepare([item.email for item in batch], reader=reader)
+        emails = [item.email for item in batch]
+        return self.llm.prepare(emails, reader=reader, open_items=self._open_items(emails))
+
+    def _open_items(self, emails: list[Email]) -> list[list[OpenItem]]:
+        """Per email, the person's open items its earlier mail made, newest first (one query per batch, and
+        none for a batch of first emails of their conversations)."""
+        keys = [email.conversation_key for email in emails if answers_earlier(email)]
+        found = conversation_open_items(user_id=self.record.run.user_id, keys=keys) if keys else []
+        return [
+            [
+                OpenItem(item.task_id, item.kind, item.title, item.sentence)
+                for item in items_before(
+                    found,
+                    conversation_key=email.conversation_key,
+                    message_id=email.message_id,
+                    email_key=email.internet_message_id,
+                    received_at=email.received_at,
+                )[:MAX_ITEMS_PER_EMAIL]
+            ]
+            if answers_earlier(email)
+            else []
+            for email in emails
+        ]
 
     @cached_property
     def reader_addresses(self) -> list[str]:
@@ -293,6 +346,19 @@ class BatchCalls:
             "no mailbox position moved, and the next run picks up the rest.",
             retry_after=retry_after,
         )
+
+
+def _refill(held: list[SourcedEmail], size: int) -> tuple[list[SourcedEmail], list[SourcedEmail]]:
+    """The next batch from the held emails, in order, each unless an earlier one of its conversation is in
+    that batch or still held (the first always goes, so every held email goes in time); and those still held."""
+    batch: list[SourcedEmail] = []
+    still: list[SourcedEmail] = []
+    for item in held:
+        if len(batch) < size and not _follows(item, batch) and not _follows(item, still):
+            batch.append(item)
+        else:
+            still.append(item)
+    return batch, still
 
 
 def continued(sent: int) -> RunStopped:

@@ -58,6 +58,21 @@ def _normalised(text: str) -> tuple[str, list[int]]:
     return "".join(chars), origin
 
 
+def sentence_key(sentence: str) -> str:
+    """`sentence` as the comparison sees it (normalised as above, its end punctuation left out): two sentences
+    that differ only in how they were typed have one key."""
+    return _normalised(sentence)[0].strip(_END_PUNCTUATION)
+
+
+def sentence_seen(sentence: str, earlier: str) -> bool:
+    """Whether `sentence` says nothing `earlier` did not: equal to it, or part of it at word boundaries
+    (issue 22 point 6: a sentence of an earlier email of the conversation is never a new item)."""
+    needle, haystack = sentence_key(sentence), sentence_key(earlier)
+    if sum(char.isalnum() for char in needle) < MIN_SENTENCE_ALNUM:
+        return False
+    return needle == haystack or sentence_found(sentence, earlier) is not None
+
+
 def sentence_found(sentence: str, text: str) -> str | None:
     """The words of `text` that `sentence` quotes, on one line and at most MAX_SENTENCE_CHARS long; None when
     `text` does not hold it (or it is too slight to be evidence)."""

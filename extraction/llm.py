@@ -5,7 +5,10 @@ asks for JSON in the shape of `prompt.ExtractionAnswer`, and checks the answer b
 exactly the batch's, titles and task counts are bounded, dates must parse. Anything else raises an
 `LLMError`; the caller sees plain objects and these errors, never google-genai's types. A task whose sentence
 is not in its email (`extraction.grounding`) is left out and counted (`LLMResult.ungrounded`): the rest of the
-answer stands, and the email is handled.
+answer stands, and the email is handled. What the answer says of the open items the prompt gave is checked the
+same way (`extraction.items`): a change that names an id not given to its email or a sentence not in it is
+refused and counted (`LLMResult.refused`). In mail the reader sent there are no asks of the reader: a task of
+kind ask there is left out, and a waiting item waits on a recipient of the email or on no one named.
 
 Transient failures (429, 5xx, timeouts) are retried by google-genai itself (HttpRetryOptions); what is
 still failing after that raises `LLMUnavailable`.
@@ -37,7 +40,15 @@ from config.metrics import GEMINI_TOKENS, gemini_call_observed
 from config.trust import certificate_missing
 from extraction.crashpoints import crash_point
 from extraction.grounding import sentence_found
-from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, Prompt, build_prompt
+from extraction.items import ItemChange, item_changes, recipient_named
+from extraction.prompt import (
+    PROMPT_VERSION,
+    SYSTEM_INSTRUCTION,
+    ExtractionAnswer,
+    OpenItem,
+    Prompt,
+    build_prompt,
+)
 from extraction.quota import QuotaExhausted, gemini_quota_pause, gemini_quota_take
 from integrations.mail.text import without_format_characters
 from integrations.providers.base import Email
@@ -140,6 +151,8 @@ class ExtractedTask:
     due_date: date | None
     priority: Priority
     sentence: str = ""  # the email's own words the task comes from, as found in the text the prompt carried
+    kind: Literal["ask", "commitment", "waiting"] = "ask"
+    waiting_on: str = ""  # a waiting item's To or Cc recipient of its email ("" when none was named)
 
 
 @dataclass(frozen=True)
@@ -154,6 +167,9 @@ class LLMResult:
     redacted: dict[str, int] = field(default_factory=dict)  # secrets kept out of the prompt, by kind
     # temporary id -> tasks Gemini gave whose sentence is not in the email: left out of `tasks`
     ungrounded: dict[str, int] = field(default_factory=dict)
+    # temporary id -> what the email does to the open items it was given, checked (extraction.items)
+    changes: dict[str, list[ItemChange]] = field(default_factory=dict)
+    refused: dict[str, int] = field(default_factory=dict)  # temporary id -> item changes refused
     model: str = ""
     prompt_version: str = PROMPT_VERSION
 
@@ -259,11 +275,17 @@ class GeminiClient:
             ),
         )
 
-    def prepare(self, emails: Sequence[Email], *, reader: Sequence[str] | None = None) -> Prompt:
+    def prepare(
+        self,
+        emails: Sequence[Email],
+        *,
+        reader: Sequence[str] | None = None,
+        open_items: Sequence[Sequence[OpenItem]] = (),
+    ) -> Prompt:
         """The prompt of a batch (cleaned, cut, secrets replaced), to build ahead of its call. `reader`: the
         person's own addresses, so that an ask of someone else on To or Cc is not theirs (None: no
-        recipients are sent, see build_prompt)."""
-        return build_prompt(emails, max_body_chars=self.max_body_chars, reader=reader)
+        recipients are sent, see build_prompt). `open_items`: per email, the open items of its conversation."""
+        return build_prompt(emails, max_body_chars=self.max_body_chars, reader=reader, open_items=open_items)
 
     def extract(self, emails: Sequence[Email], *, prompt: Prompt | None = None) -> LLMResult:
         """The tasks each email of one batch (1 to 10 emails) asks of its reader, checked by code. `prompt`:
@@ -365,13 +387,22 @@ class GeminiClient:
             extra={"model": self.model, "emails": len(mapping), "calls": calls, "prompt_tokens": usage.prompt_tokens},
         )
         try:
-            tasks = self._validate(self._answer(response), mapping)
+            answer = self._answer(response)
+            tasks = self._validate(answer, mapping)
         except LLMBadOutput as error:
             error.usage = usage
             raise
         grounded, ungrounded = _grounded(tasks, prompt.texts)
+        changes, refused = item_changes(answer, prompt)
         return LLMResult(
-            tasks=grounded, emails=mapping, usage=usage, calls=calls, model=self.model, ungrounded=ungrounded
+            tasks=_by_direction(grounded, mapping),
+            emails=mapping,
+            usage=usage,
+            calls=calls,
+            model=self.model,
+            ungrounded=ungrounded,
+            changes=changes,
+            refused=refused,
         )
 
     # Validation -------------------------------------------------------------------------------------
@@ -421,7 +452,12 @@ class GeminiClient:
                     code="too_many_tasks",
                 )
             tasks[email_id] = [
-                self._task(email_id, task.title, task.due_date, task.priority, task.sentence) for task in entry.tasks
+                dataclasses.replace(
+                    self._task(email_id, task.title, task.due_date, task.priority, task.sentence),
+                    kind=task.kind,
+                    waiting_on=task.waiting_on,
+                )
+                for task in entry.tasks
             ]
         missing = [email_id for email_id in mapping if email_id not in tasks]
         if missing:
@@ -470,6 +506,26 @@ def _grounded(
             "gemini quoted %d sentences not in their emails; those tasks are left out", sum(ungrounded.values())
         )
     return grounded, ungrounded
+
+
+def _by_direction(tasks: dict[str, list[ExtractedTask]], emails: dict[str, Email]) -> dict[str, list[ExtractedTask]]:
+    """Each task's kind as its email's direction allows: mail that reached the reader holds asks of them
+    (whatever kind the model said); in mail they sent, an ask is never theirs (left out), a promise is
+    their commitment, and an ask of someone else waits on the recipient it names."""
+    kept: dict[str, list[ExtractedTask]] = {}
+    for email_id, found in tasks.items():
+        email = emails[email_id]
+        if email.folder != "sent":
+            kept[email_id] = [dataclasses.replace(task, kind="ask", waiting_on="") for task in found]
+            continue
+        kept[email_id] = [
+            dataclasses.replace(
+                task, waiting_on=recipient_named(task.waiting_on, email) if task.kind == "waiting" else ""
+            )
+            for task in found
+            if task.kind != "ask"
+        ]
+    return kept
 
 
 def server_retry_delay(exc: errors.APIError) -> float | None:

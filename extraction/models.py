@@ -58,6 +58,18 @@ class ExtractionRun(TimeStampedModel):
     tasks_created = models.PositiveIntegerField(default=0)
     # Tasks Gemini gave whose sentence is not in their email (extraction.grounding): not written.
     tasks_ungrounded = models.PositiveIntegerField("tasks not kept (sentence not in the email)", default=0)
+    # What the run's mail did to the conversations it belongs to (tasks/conversation.py, issue 22): items an
+    # email closed, gave a new due date, or only suggested a change to (changed by hand before); new tasks of
+    # kind commitment and waiting (also in tasks_created); item changes Gemini named that code refused (an id
+    # not given to that email, a sentence not in it, no real date); and new items not written because their
+    # sentence stands in an earlier item of the conversation. Database defaults too: older code inserts runs.
+    items_closed = models.PositiveIntegerField(default=0, db_default=0)
+    items_updated = models.PositiveIntegerField("items given a new due date", default=0, db_default=0)
+    items_suggested = models.PositiveIntegerField("changes suggested (items changed by hand)", default=0, db_default=0)
+    commitments_created = models.PositiveIntegerField(default=0, db_default=0)
+    waiting_created = models.PositiveIntegerField("waiting items created", default=0, db_default=0)
+    item_answers_refused = models.PositiveIntegerField("item changes refused", default=0, db_default=0)
+    old_asks_skipped = models.PositiveIntegerField("old sentences not made new items", default=0, db_default=0)
     emails_quarantined = models.PositiveIntegerField(default=0)
     emails_cut = models.PositiveIntegerField(default=0)  # a sender, subject or body cut to fit the prompt
     emails_skipped = models.PositiveIntegerField(default=0)  # bulk mail not sent to Gemini (the bulk rule)

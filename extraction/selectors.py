@@ -94,6 +94,13 @@ def run_as_dict(run: ExtractionRun) -> dict[str, object]:
             "cut_to_fit": run.emails_cut,
             "skipped_bulk": run.emails_skipped,
             "secrets_redacted": run.secrets_redacted,
+            "items_closed": run.items_closed,
+            "items_updated": run.items_updated,
+            "items_suggested": run.items_suggested,
+            "commitments_created": run.commitments_created,
+            "waiting_created": run.waiting_created,
+            "item_answers_refused": run.item_answers_refused,
+            "old_asks_skipped": run.old_asks_skipped,
         },
         "llm": {
             "calls": run.llm_calls,

@@ -1,24 +1,35 @@
-"""Writing what a batch means (DESIGN §5): its tasks, the links of its copies in other mailboxes, and its
-ledger rows, in one transaction (both or neither), fenced by the run's lease; and setting one email aside
-(quarantine) where a person sees and replays it.
+"""Writing what a batch means (DESIGN §5): its tasks, the links of its copies in other mailboxes, what its
+mail did to the open items of its conversations (closed, new due date, suggested: tasks/conversation.py, each
+with its history row), and its ledger rows, in one transaction (all or nothing), fenced by the run's lease; and
+setting one email aside (quarantine) where a person sees and replays it.
+
+A new item whose sentence stands in an earlier item of its conversation (its own sentence, or the sentence of
+an email that changed it) is not written: an old ask quoted back under a header the cleaner does not know, or
+repeated, is not new (issue 22 point 6). Counted on the run (`old_asks_skipped`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from extraction.crashpoints import crash_point
-from extraction.llm import LLMError, LLMResult
+from extraction.grounding import sentence_seen
+from extraction.llm import ExtractedTask, LLMError, LLMResult
 from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.prompt import temp_id
 from extraction.reading import SourcedEmail
 from extraction.runrecord import RunRecord
 from extraction.services import LedgerEntry, ledger_record
+from integrations.mail.message import Email
+from tasks.conversation import EmailChange, conversation_changes_apply, conversation_old_sentences
+from tasks.models import Task
 from tasks.services import EmailCopy, EmailTaskRow, task_insert_from_emails, task_link_copies
 
 logger = logging.getLogger(__name__)
@@ -99,13 +110,32 @@ class BatchWriter:
         through another mailbox already: linked to their tasks and recorded, not read (as are the copies
         riding on the batch's emails, see `rides`). `skipped` is bulk
         mail not read, recorded with its reason (handled: the cursor may pass it)."""
+        with transaction.atomic():
+            self.record.hold_lease()
+            created = self._write(batch, result, copies, skipped)
+        crash_point("after_batch")
+        return created
+
+    def _write(
+        self,
+        batch: list[SourcedEmail],
+        result: LLMResult | None,
+        copies: Sequence[SourcedEmail],
+        skipped: Sequence[tuple[SourcedEmail, str]],
+    ) -> int:
+        """Inside write()'s transaction, under the lease."""
         rows: list[EmailTaskRow] = []
         entries: list[LedgerEntry] = []
+        changes: list[EmailChange] = []
+        old_skipped = 0
         copies = [*copies, *(rider for item in batch for rider in self.riders.pop(item.email.internet_message_id, []))]
+        old = self._old_sentences(batch)
         for index, item in enumerate(batch):
             assert result is not None
             email, integration = item.email, item.mailbox.integration
-            found = result.tasks.get(temp_id(index), [])  # by position: two mailboxes may share an id
+            given = result.tasks.get(temp_id(index), [])  # by position: two mailboxes may share an id
+            found = [task for task in given if not _said_before(task, email, old)]
+            old_skipped += len(given) - len(found)
             rows.extend(
                 EmailTaskRow(
                     user_id=self.record.run.user_id,
@@ -122,8 +152,25 @@ class BatchWriter:
                     run_id=self.record.run.pk,
                     sentence=task.sentence,
                     conversation_key=email.conversation_key,
+                    kind=task.kind,
+                    waiting_on=task.waiting_on,
                 )
                 for task in found
+            )
+            changes.extend(
+                EmailChange(
+                    task_id=change.task_id,
+                    outcome=change.outcome,
+                    sentence=change.sentence,
+                    due_date=change.due_date,
+                    integration_id=integration.pk,
+                    message_id=email.message_id,
+                    web_link=email.web_link,
+                    folder=email.folder,
+                    sender=email.sender,
+                    received_at=email.received_at,
+                )
+                for change in result.changes.get(temp_id(index), [])
             )
             outcome = ProcessedEmail.Outcome.TASKS if found else ProcessedEmail.Outcome.NO_TASKS
             # Tasks whose sentence is not in the email are not written; the email is handled all the same
@@ -176,24 +223,52 @@ class BatchWriter:
             )
             for item, reason in skipped
         ]
-        with transaction.atomic():
-            self.record.hold_lease()
-            created = task_insert_from_emails(rows=rows)
-            task_link_copies(copies=linked)
-            ledger_record(entries=entries, run_id=self.record.run.pk)
-            crash_point("batch_tx")
-            ExtractionRun.objects.filter(pk=self.record.run.pk).update(
-                emails_sent_to_llm=F("emails_sent_to_llm") + len(batch),
-                emails_already_done=F("emails_already_done") + len(copies),
-                emails_cut=F("emails_cut") + (result.cut if result else 0),
-                emails_skipped=F("emails_skipped") + len(skipped),
-                secrets_redacted=F("secrets_redacted") + (sum(result.redacted.values()) if result else 0),
-                tasks_created=F("tasks_created") + created,
-                tasks_ungrounded=F("tasks_ungrounded") + (sum(result.ungrounded.values()) if result else 0),
-                llm_calls=F("llm_calls") + (result.calls if result else 0),
-                prompt_tokens=F("prompt_tokens") + (result.usage.prompt_tokens if result else 0),
-                output_tokens=F("output_tokens") + (result.usage.output_tokens if result else 0),
-                updated_at=timezone.now(),
-            )
-        crash_point("after_batch")
+        kinds: Counter[str] = Counter()
+        created = task_insert_from_emails(rows=rows, kinds=kinds)
+        task_link_copies(copies=linked)
+        changed = conversation_changes_apply(
+            user_id=self.record.run.user_id, changes=changes, run_id=self.record.run.pk
+        )
+        ledger_record(entries=entries, run_id=self.record.run.pk)
+        crash_point("batch_tx")
+        ExtractionRun.objects.filter(pk=self.record.run.pk).update(
+            emails_sent_to_llm=F("emails_sent_to_llm") + len(batch),
+            emails_already_done=F("emails_already_done") + len(copies),
+            emails_cut=F("emails_cut") + (result.cut if result else 0),
+            emails_skipped=F("emails_skipped") + len(skipped),
+            secrets_redacted=F("secrets_redacted") + (sum(result.redacted.values()) if result else 0),
+            tasks_created=F("tasks_created") + created,
+            tasks_ungrounded=F("tasks_ungrounded") + (sum(result.ungrounded.values()) if result else 0),
+            llm_calls=F("llm_calls") + (result.calls if result else 0),
+            prompt_tokens=F("prompt_tokens") + (result.usage.prompt_tokens if result else 0),
+            output_tokens=F("output_tokens") + (result.usage.output_tokens if result else 0),
+            items_closed=F("items_closed") + changed.closed,
+            items_updated=F("items_updated") + changed.updated,
+            items_suggested=F("items_suggested") + changed.suggested,
+            commitments_created=F("commitments_created") + kinds[Task.Kind.COMMITMENT],
+            waiting_created=F("waiting_created") + kinds[Task.Kind.WAITING],
+            item_answers_refused=F("item_answers_refused") + (sum(result.refused.values()) if result else 0),
+            old_asks_skipped=F("old_asks_skipped") + old_skipped,
+            updated_at=timezone.now(),
+        )
         return created
+
+    def _old_sentences(self, batch: list[SourcedEmail]) -> list[tuple[str, str, datetime | None]]:
+        """The sentences of earlier items of the batch's conversations: only of emails that answer others
+        (a conversation's first email has nothing earlier), so a batch of new mail asks nothing more."""
+        keys = [item.email.conversation_key for item in batch if answers_earlier(item.email)]
+        return conversation_old_sentences(user_id=self.record.run.user_id, keys=keys) if keys else []
+
+
+def answers_earlier(email: Email) -> bool:
+    """Whether an email names earlier messages of its conversation (a reply, a forward in its thread)."""
+    return bool(email.in_reply_to or email.references)
+
+
+def _said_before(task: ExtractedTask, email: Email, old: list[tuple[str, str, datetime | None]]) -> bool:
+    """Whether the task's sentence stands in an earlier item of the email's conversation."""
+    key = email.conversation_key
+    return any(
+        conversation == key and (at is None or at < email.received_at) and sentence_seen(task.sentence, sentence)
+        for conversation, sentence, at in old
+    )

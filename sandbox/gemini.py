@@ -4,7 +4,8 @@ POST /v1/models/<model>:generateContent and /v1beta/models/<model>:generateConte
 sandbox/reader.py (rules in sandbox/READER.md). With responseMimeType application/json and a response
 schema, the reader's answer is conformed to the schema given, as the real model's output would be.
 Faults, the request log and latency come from the shared sandbox state (see sandbox/app.py), and so does
-`gemini_sentences`, which makes the answer quote a sentence of the test's choosing (`misquoted`).
+`gemini_sentences`, which makes the answer quote a sentence of the test's choosing (`misquoted`), for a
+task or for a change to an open item alike.
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ def misquoted(answer: ReaderAnswer, sentences: dict[str, str]) -> ReaderAnswer:
             (email_id, [dataclasses.replace(task, sentence=quoted(task.sentence)) for task in tasks])
             for email_id, tasks in answer.emails
         ],
+        changes={
+            email_id: [dataclasses.replace(change, sentence=quoted(change.sentence)) for change in changes]
+            for email_id, changes in answer.changes.items()
+        },
     )
 
 

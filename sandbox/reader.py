@@ -1,15 +1,18 @@
 """The sandbox's stand-in for Gemini's judgement: a small, deterministic reader of task prompts.
 
-It reads the `<email id="...">` blocks of a prompt and decides each email's tasks by the rules in
-sandbox/READER.md. The rules are deliberately simple so that demo mail can be written to produce known
-tasks, and so that a test can predict the answer exactly.
+It reads the `<email id="...">` blocks of a prompt and decides each email's tasks (asks in mail the reader
+received; commitments and waiting items in mail they sent) and what it does to the open items its block
+was given (delivered, or a new due date), by the rules in sandbox/READER.md. The rules are deliberately
+simple so that demo mail can be written to produce known tasks, and so that a test can predict the answer
+exactly.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from email.utils import getaddresses, parsedate_to_datetime
 from typing import Any
@@ -21,6 +24,8 @@ MAX_TITLE_CHARS = 120
 
 _BLOCK = re.compile(r'<email\s+id="([^"]*)"\s*>\n?(.*?)</email>', re.DOTALL)
 _HEADER = re.compile(r"^(From|To|Cc|Subject|Date):[ \t]*(.*)$")
+SENT_MARK = "Sent by the reader"  # as extraction/prompt.py writes it
+_ITEM = re.compile(r'^Item (item_\d+) \((ask|commitment|waiting)\): (.*?) \| "(.*)"$')
 _READER = re.compile(r"^Reader:[ \t]*(.*)$", re.MULTILINE)
 # "Sam, can you…", "Sam Lee: please…": a sentence opening on a name (one to three words) and a comma or colon.
 _ADDRESSEE = re.compile(r"^([^\W\d_][\w.'-]*(?: [^\W\d_][\w.'-]*){0,2})\s*[,:]", re.UNICODE)
@@ -52,6 +57,41 @@ _ASK_PHRASES = (
     "podrias",
     "bitte",
 )
+_COMMITMENT = re.compile(
+    r"^(?:i'll|i will|i'm going to|i am going to|je vais|ich werde|voy a|jeg vil)\s+(.+)$", re.IGNORECASE | re.DOTALL
+)
+_ACKNOWLEDGEMENT = re.compile(r"^i'll (?:look at it|get back to you|check)(?!\w)", re.IGNORECASE)
+_NEXT_WEEK = re.compile(r"\bnext week\b", re.IGNORECASE)
+_DELIVERY_PHRASES = (
+    "here is",
+    "here are",
+    "attached",
+    "i've sent",
+    "i have sent",
+    "done",
+    "booked",
+    "paid",
+    "ci-joint",
+    "voici",
+    "anbei",
+    "hier ist",
+    "adjunto",
+    "aquí está",
+    "aqui esta",
+    "vedhæftet",
+    "her er",
+)
+_SETTLING_PHRASES = (
+    "never mind",
+    "no longer needed",
+    "cancelled",
+    "canceled",
+    "annulé",
+    "abgesagt",
+    "cancelado",
+    "aflyst",
+)
+_PAID_PHRASES = ("payment received", "has been paid")
 _NOT_ASK_PHRASES = ("no need to", "you don't need to", "you don't have to", "thanks for", "thank you for")
 _HIGH_PHRASES = ("urgent", "asap", "as soon as possible", "immediately", "action required", "overdue")
 _LOW_PHRASES = ("no rush", "when you get a chance", "whenever you can")
@@ -133,6 +173,16 @@ class ReaderEmail:
     to: str = ""  # the To and Cc lines as written
     cc: str = ""
     reader: tuple[str, ...] = ()  # the prompt's Reader line: the reader's own addresses, lower-cased
+    sent: bool = False  # marked "Sent by the reader"
+    items: tuple[ReaderItem, ...] = ()  # the open items of its conversation the block was given
+
+
+@dataclass(frozen=True)
+class ReaderItem:
+    item_id: str
+    kind: str  # "ask" | "commitment" | "waiting"
+    title: str
+    sentence: str
 
 
 @dataclass(frozen=True)
@@ -141,6 +191,8 @@ class ReaderTask:
     due_date: date | None
     priority: str  # "low" | "medium" | "high"
     sentence: str = ""  # the ask sentence, as the email wrote it
+    kind: str = "ask"
+    waiting_on: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +200,26 @@ class ReaderTask:
             "title": self.title,
             "due_date": self.due_date.isoformat() if self.due_date else None,
             "priority": self.priority,
+            "kind": self.kind,
+            "waiting_on": self.waiting_on,
+        }
+
+
+@dataclass(frozen=True)
+class ReaderChange:
+    """What the email does to one open item: `delivered`, or `updated` with a new due date."""
+
+    item_id: str
+    outcome: str
+    sentence: str
+    due_date: date | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "item_id": self.item_id,
+            "outcome": self.outcome,
+            "sentence": self.sentence,
+            "due_date": self.due_date.isoformat() if self.due_date else None,
         }
 
 
@@ -157,9 +229,19 @@ class ReaderAnswer:
 
     emails: list[tuple[str, list[ReaderTask]]]
     echo: str | None = None
+    changes: dict[str, list[ReaderChange]] = field(default_factory=dict)  # by email id
 
     def as_dict(self) -> dict[str, Any]:
-        return {"emails": [{"email_id": eid, "tasks": [t.as_dict() for t in tasks]} for eid, tasks in self.emails]}
+        return {
+            "emails": [
+                {
+                    "email_id": eid,
+                    "tasks": [t.as_dict() for t in tasks],
+                    "items": [c.as_dict() for c in self.changes.get(eid, [])],
+                }
+                for eid, tasks in self.emails
+            ]
+        }
 
     def as_text(self) -> str:
         if self.echo is not None:
@@ -173,6 +255,9 @@ class ReaderAnswer:
             for task in tasks:
                 due = f", due {task.due_date.isoformat()}" if task.due_date else ""
                 lines.append(f"{email_id}: {task.title} ({task.priority} priority{due})")
+            for change in self.changes.get(email_id, []):
+                due = f" {change.due_date.isoformat()}" if change.due_date else ""
+                lines.append(f"{email_id}: {change.item_id} {change.outcome}{due}")
         return "\n".join(lines)
 
 
@@ -181,7 +266,11 @@ def read_prompt(prompt: str) -> ReaderAnswer:
     echo = find_echo(prompt)
     if echo is not None:
         return ReaderAnswer(emails=[], echo=echo)
-    return ReaderAnswer(emails=[(email.email_id, tasks_for(email)) for email in parse_emails(prompt)])
+    emails = parse_emails(prompt)
+    return ReaderAnswer(
+        emails=[(email.email_id, tasks_for(email)) for email in emails],
+        changes={email.email_id: found for email in emails if (found := changes_for(email))},
+    )
 
 
 def find_echo(prompt: str) -> str | None:
@@ -207,9 +296,18 @@ def parse_emails(prompt: str) -> list[ReaderEmail]:
     emails = []
     for match in _BLOCK.finditer(prompt):
         headers: dict[str, str] = {}
+        items: list[ReaderItem] = []
+        sent = False
         lines = match.group(2).split("\n")
-        while lines and (header := _HEADER.match(lines[0])):
-            headers[header.group(1)] = header.group(2).strip()
+        while lines:
+            if header := _HEADER.match(lines[0]):
+                headers[header.group(1)] = header.group(2).strip()
+            elif item := _ITEM.match(lines[0]):
+                items.append(ReaderItem(*item.groups()))
+            elif lines[0] == SENT_MARK:
+                sent = True
+            else:
+                break
             lines.pop(0)
         emails.append(
             ReaderEmail(
@@ -221,6 +319,8 @@ def parse_emails(prompt: str) -> list[ReaderEmail]:
                 to=headers.get("To", ""),
                 cc=headers.get("Cc", ""),
                 reader=reader,
+                sent=sent,
+                items=tuple(items),
             )
         )
     return emails
@@ -259,30 +359,154 @@ def _names(display: str, address: str) -> set[str]:
     return names
 
 
-def tasks_for(email: ReaderEmail) -> list[ReaderTask]:
-    """The tasks an email asks of its reader, by the rules in READER.md."""
-    # The lines as written: each task quotes its sentence verbatim; the rules read them normalised.
+def sentences_of(email: ReaderEmail) -> list[str]:
+    """The body's sentences as written (each task quotes its sentence verbatim), `>` lines left out."""
     lines = [line.strip() for line in email.body.split("\n")]
-    lines = [line for line in lines if line and not line.startswith(">")]
+    return [s for line in lines if line and not line.startswith(">") for s in _SENTENCE_END.split(line) if s.strip()]
+
+
+def tasks_for(email: ReaderEmail) -> list[ReaderTask]:
+    """The tasks an email asks of its reader, or (mail the reader sent) the reader's commitments and what
+    they wait for, by the rules in READER.md."""
     subject = _normalise(email.subject)
-    everything = _normalise(subject + "\n" + "\n".join(lines)).lower()
+    sentences = sentences_of(email)
+    everything = _normalise(subject + "\n" + "\n".join(sentences)).lower()
     if any(p in everything for p in _NO_TASK_PHRASES) or any(p in subject.lower() for p in _NO_TASK_SUBJECT):
         return []
     tasks: list[ReaderTask] = []
     seen: set[str] = set()
-    for line in lines:
-        for sentence in _SENTENCE_END.split(line):
-            if not is_ask(sentence) or asks_someone_else(sentence, email):
-                continue
-            title = make_title(sentence)
-            if not title or title.casefold() in seen:
-                continue
-            seen.add(title.casefold())
-            due, priority = find_due_date(sentence, email.sent_on), find_priority(sentence, subject)
-            tasks.append(ReaderTask(title, due, priority, sentence=sentence.strip()))
-            if len(tasks) == MAX_TASKS:
-                return tasks
+    for sentence in sentences:
+        task = _sent_task(sentence, email) if email.sent else _ask(sentence, email)
+        if task is None or not task.title or task.title.casefold() in seen:
+            continue
+        seen.add(task.title.casefold())
+        tasks.append(task)
+        if len(tasks) == MAX_TASKS:
+            return tasks
     return tasks
+
+
+def _ask(sentence: str, email: ReaderEmail) -> ReaderTask | None:
+    if not is_ask(sentence) or asks_someone_else(sentence, email):
+        return None
+    due, priority = find_due_date(sentence, email.sent_on), find_priority(sentence, _normalise(email.subject))
+    return ReaderTask(make_title(sentence), due, priority, sentence=sentence.strip())
+
+
+def _sent_task(sentence: str, email: ReaderEmail) -> ReaderTask | None:
+    """In mail the reader sent: a promise is their commitment, an ask of someone a waiting item."""
+    due, priority = find_due_date(sentence, email.sent_on), find_priority(sentence, _normalise(email.subject))
+    promise = _COMMITMENT.match(_opening_removed(sentence))
+    if promise and not is_acknowledgement(sentence):
+        title = _capitalised(promise.group(1).strip(_TRAILING_PUNCTUATION))
+        return ReaderTask(title, due, priority, sentence=sentence.strip(), kind="commitment")
+    if is_ask(sentence):
+        return ReaderTask(
+            make_title(_opening_removed(sentence)),
+            due,
+            priority,
+            sentence=sentence.strip(),
+            kind="waiting",
+            waiting_on=_asked(sentence, email),
+        )
+    return None
+
+
+def _asked(sentence: str, email: ReaderEmail) -> str:
+    """Whom an ask in sent mail waits on: the To recipient the sentence opens on by name, else the first."""
+    to = [(name, address) for name, address in getaddresses([email.to]) if "@" in address]
+    opening = _ADDRESSEE.match(_normalise(sentence).strip())
+    if opening:
+        named = opening.group(1).casefold()
+        for name, address in to:
+            if named in _names(name, address.lower()):
+                return address.lower()
+    return to[0][1].lower() if to else ""
+
+
+def is_acknowledgement(sentence: str) -> bool:
+    return _ACKNOWLEDGEMENT.match(_opening_removed(sentence)) is not None
+
+
+def _opening_removed(sentence: str) -> str:
+    """The sentence without a greeting ("Hi Sam,") or a name and a comma ("Sam, ") before it."""
+    text = _GREETING.sub("", _normalise(sentence).strip())
+    opening = _ADDRESSEE.match(text)
+    if opening and not _COMMITMENT.match(text) and not _ACKNOWLEDGEMENT.match(text):
+        text = text[opening.end() :].strip()
+    return text
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+# What an email does to the open items of its conversation ------------------------------------------------
+def changes_for(email: ReaderEmail) -> list[ReaderChange]:
+    """Per open item the block was given, at most one change: delivered (a delivery phrase in the right
+    direction, a settling phrase, a receipt) or updated (an acknowledgement naming a time), by READER.md."""
+    if not email.items:
+        return []
+    changes: dict[str, ReaderChange] = {}
+    receipt = "receipt" in email.subject.lower()
+    for sentence in sentences_of(email):
+        text = _normalise(sentence)
+        if email.sent and is_acknowledgement(sentence):
+            due = find_due_date(sentence, email.sent_on) or _next_week(text, email.sent_on)
+            item = _which(sentence, email.items, given=email.items) if due else None
+            if item is not None and item.item_id not in changes:
+                changes[item.item_id] = ReaderChange(item.item_id, "updated", sentence.strip(), due)
+            continue
+        if _has_any(text, _SETTLING_PHRASES):
+            candidates = list(email.items)
+        elif _has_any(text, _PAID_PHRASES):
+            candidates = [item for item in email.items if _is_payment(item)]
+        elif _has_any(text, _DELIVERY_PHRASES):
+            # Asks and promises are delivered by the reader's mail, what they wait for by mail they receive.
+            delivers = ("ask", "commitment") if email.sent else ("waiting",)
+            candidates = [item for item in email.items if item.kind in delivers]
+        else:
+            continue
+        item = _which(sentence, [c for c in candidates if c.item_id not in changes], given=email.items)
+        if item is not None:
+            changes[item.item_id] = ReaderChange(item.item_id, "delivered", sentence.strip())
+    if receipt:
+        # A receipt settles what was to be paid, quoting its subject when no sentence says so.
+        for item in email.items:
+            if _is_payment(item) and item.item_id not in changes:
+                changes[item.item_id] = ReaderChange(item.item_id, "delivered", email.subject.strip())
+                break
+    return [changes[item.item_id] for item in email.items if item.item_id in changes]
+
+
+def _which(sentence: str, items: Sequence[ReaderItem], *, given: Sequence[ReaderItem]) -> ReaderItem | None:
+    """Of `items` (those the sentence may change), the one whose title shares the most words of four letters
+    or more with the sentence (the first of equals); with none shared, the email's only item (of those
+    `given` to it) when it is one of `items`."""
+    words = _long_words(sentence)
+    best, shared = None, 0
+    for item in items:
+        count = len(words & _long_words(item.title))
+        if count > shared:
+            best, shared = item, count
+    if best is None and len(given) == 1 and given[0] in items:
+        return given[0]
+    return best
+
+
+def _long_words(text: str) -> set[str]:
+    return {word for word in re.findall(r"\w+", _normalise(text).casefold()) if len(word) >= 4}
+
+
+def _is_payment(item: ReaderItem) -> bool:
+    return re.search(r"(?<!\w)(?:pay|invoice|due)", item.title, re.IGNORECASE) is not None
+
+
+def _next_week(text: str, sent_on: date | None) -> date | None:
+    """ "next week": the Monday after the email's day."""
+    if sent_on is None or not _NEXT_WEEK.search(text):
+        return None
+    return sent_on + timedelta(days=7 - sent_on.weekday())
 
 
 def is_ask(sentence: str) -> bool:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -63,18 +64,20 @@ class EmailTaskRow:
     run_id: int | None
     sentence: str = ""  # the email's words the task comes from (extraction.grounding)
     conversation_key: str = ""  # the email's conversation (Email.conversation_key)
+    kind: str = Task.Kind.ASK  # asked of the person, promised by them, or what they wait for
+    waiting_on: str = ""  # a waiting item's recipient ("Name <address>")
 
 
-def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
+def task_insert_from_emails(*, rows: list[EmailTaskRow], kinds: Counter[str] | None = None) -> int:
     """Insert tasks found in emails, ON CONFLICT DO NOTHING, and link each to the mailbox its email came
     through. Returns how many tasks are new.
 
     A task is unique on its email in its mailbox (user, source, source id, title key), and on its email
     whatever the mailbox (user, Message-ID, title key): the same message reaching Gmail and Outlook gives
     one task, with a link to each. Two statements whatever the number of rows, so a batch's query count
-    is constant.
+    is constant. `kinds`, when given, counts the new tasks by kind.
     """
-    created = _task_insert(rows)
+    created = _task_insert(rows, kinds if kinds is not None else Counter())
     _task_link(rows)
     return created
 
@@ -82,7 +85,7 @@ def task_insert_from_emails(*, rows: list[EmailTaskRow]) -> int:
 _SENTENCE_MAX = Task._meta.get_field("sentence").max_length or 0
 
 
-def _task_insert(rows: list[EmailTaskRow]) -> int:
+def _task_insert(rows: list[EmailTaskRow], kinds: Counter[str]) -> int:
     now = timezone.now()
     columns = {
         "user_id": ("bigint", [r.user_id for r in rows]),
@@ -100,18 +103,23 @@ def _task_insert(rows: list[EmailTaskRow]) -> int:
         "run_id": ("bigint", [r.run_id for r in rows]),
         "sentence": ("text", [db_text(shown_text(r.sentence))[:_SENTENCE_MAX] for r in rows]),
         "conversation_key": ("text", [db_text(r.conversation_key)[:512] for r in rows]),
+        "kind": ("text", [r.kind for r in rows]),
+        "waiting_on": ("text", [shown_text(r.waiting_on)[:500] for r in rows]),
     }
     names = ", ".join(columns)
     unnest = ", ".join(f"%s::{kind}[]" for kind, _ in columns.values())
     sql = (
         f"INSERT INTO {Task._meta.db_table} ({names}, source, notes, status, created_at, updated_at) "  # noqa: S608
         f"SELECT {names}, %s, '', %s, %s, %s FROM unnest({unnest}) AS t({names}) "
-        "ON CONFLICT DO NOTHING"  # either uniqueness: this email in this mailbox, or this message anywhere
+        "ON CONFLICT DO NOTHING "  # either uniqueness: this email in this mailbox, or this message anywhere
+        "RETURNING kind"
     )
     params: list[Any] = [Task.Source.EMAIL_AI, Task.Status.OPEN, now, now] + [values for _, values in columns.values()]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.rowcount
+        created = [kind for (kind,) in cursor.fetchall()]
+    kinds.update(created)
+    return len(created)
 
 
 def _task_link(rows: list[EmailTaskRow]) -> None:

@@ -4,7 +4,14 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from extraction.prompt import PROMPT_VERSION, SYSTEM_INSTRUCTION, ExtractionAnswer, build_prompt
+from extraction.prompt import (
+    MAX_ITEMS_PER_EMAIL,
+    PROMPT_VERSION,
+    SYSTEM_INSTRUCTION,
+    ExtractionAnswer,
+    OpenItem,
+    build_prompt,
+)
 from integrations.providers.base import Email
 from sandbox.reader import parse_emails
 
@@ -168,5 +175,29 @@ def test_a_secret_hidden_by_format_characters_is_still_found():
 
 
 def test_the_instruction_is_short_and_names_the_placeholders():
-    assert len(SYSTEM_INSTRUCTION) < 1_100  # sent with every batch; it was 1,500 characters in version 1
+    # Sent with every batch; it was 1,500 characters in version 1, 1,082 in version 3. Version 4 says what
+    # sent mail holds (commitments, waiting items, whom) and what to answer of a conversation's open items:
+    # about 370 characters more, a few dozen tokens of a batch whose emails are thousands.
+    assert len(SYSTEM_INSTRUCTION) < 1_500
     assert "[password]" in SYSTEM_INSTRUCTION
+
+
+def test_sent_mail_is_marked_and_open_items_are_given_under_temporary_ids_bounded_per_email():
+    items = [OpenItem(9000 + n, "ask", f"Task {n} </email> | x", f"Could you do {n}?\nThanks") for n in range(7)]
+    prompt = build_prompt(
+        [make_email(1, folder="sent"), make_email(2)], max_body_chars=1_000, open_items=[items, items[:1]]
+    )
+
+    first, second = prompt.contents.split("</email>\n<email", 1)
+    assert first.startswith('<email id="email_1">\nSent by the reader\nFrom: ')
+    assert "Sent by the reader" not in second
+    assert 'Item item_1 (ask): Task 0 \u2039/email> / x | "Could you do 0? Thanks"\n' in first
+    assert first.count("\nItem ") == MAX_ITEMS_PER_EMAIL and "item_6" in second  # numbered across the prompt
+    assert {name: (given.email_id, given.task_id) for name, given in prompt.items.items()} == {
+        **{f"item_{n + 1}": ("email_1", 9000 + n) for n in range(MAX_ITEMS_PER_EMAIL)},
+        "item_6": ("email_2", 9000),
+    }
+    assert "9000" not in prompt.contents  # never our ids
+    assert "Task 0" not in prompt.texts["email_1"]  # an item's words never ground a sentence of the email
+    [block_1, block_2] = parse_emails(prompt.contents)
+    assert block_1.sent and not block_2.sent and block_1.body == "Please review the budget."

@@ -78,6 +78,13 @@ def test_api_reads_the_run_record(client: Client, gmail: GmailBox, consenting_us
         "cut_to_fit": 0,
         "skipped_bulk": 0,
         "secrets_redacted": 0,
+        "items_closed": 0,
+        "items_updated": 0,
+        "items_suggested": 0,
+        "commitments_created": 0,
+        "waiting_created": 0,
+        "item_answers_refused": 0,
+        "old_asks_skipped": 0,
     }
     assert record["llm"]["calls"] == 1
 

@@ -127,6 +127,8 @@ def test_json_without_a_schema_is_the_readers_canonical_answer(sandbox, client):
             "title": "Send the Q3 budget by December 5",
             "due_date": "2026-12-05",
             "priority": "medium",
+            "kind": "ask",
+            "waiting_on": "",
         }
     ]
 

@@ -48,10 +48,13 @@ def test_prompt_blocks_are_parsed_with_their_headers():
                         "title": "Send the budget",
                         "due_date": None,
                         "priority": "medium",
+                        "kind": "ask",
+                        "waiting_on": "",
                     }
                 ],
+                "items": [],
             },
-            {"email_id": "email_2", "tasks": []},
+            {"email_id": "email_2", "tasks": [], "items": []},
         ]
     }
 
