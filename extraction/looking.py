@@ -18,7 +18,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import User
-from extraction.models import ExtractionRun
+from extraction.models import ExtractionRun, ProcessedEmail
+from extraction.muting import MUTED_PREFIX
 
 SESSION_KEY = "runs_since"
 
@@ -45,6 +46,7 @@ class RunsSince:
     set_aside: int
     skipped: int
     ungrounded: int
+    muted: int = 0  # of the skipped, mail of senders the person muted
 
 
 def runs_looked_at(*, request: HttpRequest, user: User) -> None:
@@ -75,4 +77,7 @@ def runs_since(*, request: HttpRequest, user: User) -> RunsSince:
     triggers = set(totals.pop("triggers"))
     words = [word for trigger, word in TRIGGER_WORDS.items() if trigger in triggers]
     finished, reads = totals.pop("runs"), totals.pop("reads")
-    return RunsSince(since=since, runs=max(reads, 1) if finished else 0, started_by=words, **totals)
+    muted = 0
+    if totals["skipped"]:  # a second query only when something was skipped
+        muted = ProcessedEmail.objects.filter(run__in=runs, last_error__startswith=MUTED_PREFIX).count()
+    return RunsSince(since=since, runs=max(reads, 1) if finished else 0, started_by=words, muted=muted, **totals)

@@ -281,8 +281,11 @@ SKIPPED_SHOWN = 20
 
 def skipped_list(*, user: User) -> tuple[list[Skipped], int]:
     """The person's most recently skipped bulk emails (at most SKIPPED_SHOWN) and how many there are."""
-    entries = ProcessedEmail.objects.filter(integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED).order_by(
-        "-created_at"
+    # Mail of a sender the person muted is theirs to undo in Settings, not bulk mail to read here.
+    entries = (
+        ProcessedEmail.objects.filter(integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED)
+        .exclude(last_error__startswith="muted:")
+        .order_by("-created_at")
     )
     shown = [
         Skipped(
@@ -299,9 +302,11 @@ def skipped_list(*, user: User) -> tuple[list[Skipped], int]:
 
 def skipped_get(*, user: User, entry_id: int) -> ProcessedEmail:
     """One skipped email of `user` (NotFoundError for anyone else's, or one no longer skipped)."""
-    entry = ProcessedEmail.objects.filter(
-        pk=entry_id, integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED
-    ).first()
+    entry = (
+        ProcessedEmail.objects.filter(pk=entry_id, integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED)
+        .exclude(last_error__startswith="muted:")
+        .first()
+    )
     if entry is None:
         raise NotFoundError("That skipped email is not there any more.")
     return entry

@@ -181,7 +181,7 @@ class BatchWriter:
                 item.email.message_id,
                 ProcessedEmail.Outcome.SKIPPED,
                 0,
-                f"bulk:{reason}",
+                reason if reason.startswith("muted:") else f"bulk:{reason}",  # muted: a sender the person muted
                 email_key=item.email.internet_message_id,
                 sender=item.email.sender,
                 subject=item.email.subject,
