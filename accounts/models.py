@@ -45,6 +45,8 @@ class User(AbstractBaseUser, PermissionsMixin):
     # When the person proved they read mail sent to `email` (the confirmation link, or a password reset).
     # Until then the account cannot log in with its password nor connect a mailbox.
     email_verified_at = models.DateTimeField("email address confirmed at", null=True, blank=True)
+    # When the person last opened their task list: its run line sums up every run finished since then.
+    runs_seen_at = models.DateTimeField("task list last opened at", null=True, blank=True)
 
     objects: ClassVar[UserManager] = UserManager()
 

@@ -29,6 +29,7 @@ from accounts.selectors import ReadingChoices
 from config.logcontext import in_context
 from extraction.llm import GeminiClient, LLMBadOutput, LLMError, LLMRejected, LLMResult, LLMUnavailable
 from extraction.models import AlwaysReadSender, ExtractionRun
+from extraction.muting import muted_reasons
 from extraction.prompt import MAX_ITEMS_PER_EMAIL, MAX_READER_ADDRESSES, OpenItem, Prompt
 from extraction.reading import SourcedEmail
 from extraction.runrecord import RunRecord, RunStopped
@@ -234,10 +235,18 @@ class BatchCalls:
         skipped as bulk (a run that reads nothing never asks)."""
         return set(AlwaysReadSender.objects.filter(user_id=self.record.run.user_id).values_list("address", flat=True))
 
+    @cached_property
+    def muted(self) -> dict[str, str]:
+        """The senders the person taught Tasklift to make no task from, asked once as `always_read` is."""
+        return muted_reasons(user_id=self.record.run.user_id)
+
     def _bulk_reason(self, item: SourcedEmail) -> str | None:
         """Why the bulk rule skips this email, or None to read it: never when the person reads bulk mail,
-        for a sender they always read, or for an email they asked to have read ("read this one")."""
+        for a sender they always read, or for an email they asked to have read ("read this one"). A sender the
+        person muted is skipped whatever those say ("muted:<reason>")."""
         email = item.email
+        if muted := self.muted.get(parseaddr(email.sender)[1].lower()):
+            return muted
         if self.choices.read_bulk_mail or item.email.message_id in item.mailbox.integration.read_anyway:
             return None
         if parseaddr(email.sender)[1].lower() in self.always_read:

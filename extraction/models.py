@@ -177,3 +177,25 @@ class AlwaysReadSender(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} always reads {self.address}"
+
+
+class MutedSender(models.Model):
+    """A sender the person taught Tasklift to make no task from: their mail is skipped before Gemini, as bulk
+    mail is, and recorded in the ledger as `muted:<reason>` (extraction/muting.py)."""
+
+    class Reason(models.TextChoices):
+        SENDER = "sender", "you chose never to make tasks from this sender"
+        NOT_A_TASK = "not_a_task", "you marked a task from them as not a task"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="muted_senders")
+    address = models.EmailField()  # lower-cased
+    reason = models.CharField(max_length=16, choices=Reason.choices)
+    task_title = models.CharField(max_length=500, blank=True)  # the task it was taught on, to recognise it by
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "address"], name="muted_once")]
+        ordering = ("address",)
+
+    def __str__(self) -> str:
+        return f"{self.user_id} mutes {self.address}"

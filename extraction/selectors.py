@@ -15,6 +15,7 @@ from integrations.providers.base import ProviderNotFound
 from integrations.providers.gmail import gmail_web_link
 from integrations.providers.outlook import outlook_web_link
 from integrations.selectors import integration_list
+from tasks.models import Task, TaskLink
 
 
 def lease_live_user_ids() -> set[int]:
@@ -130,6 +131,8 @@ class SetAside:
     reason: str
     link: str
     when: datetime
+    sender: str = ""  # "" when it could not even be fetched
+    subject: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,7 @@ class MailboxStatus:
     set_aside_count: int
     unread: int  # messages that failed to read and are tried again by the next runs
     resync_note: str
+    open_tasks: int = 0  # open tasks from its mail (they stay when it is disconnected)
 
 
 SET_ASIDE_SHOWN = 20
@@ -150,15 +154,21 @@ SET_ASIDE_SHOWN = 20
 def mailbox_status_list(*, user: User) -> list[MailboxStatus]:
     """Every connected mailbox of `user` with its status, in a constant number of queries."""
     integrations = list(
-        integration_list(user=user).annotate(
-            set_aside_count=Count("ledger", filter=Q(ledger__outcome=ProcessedEmail.Outcome.QUARANTINED))
-        )
+        integration_list(user=user)
+        .select_related("push_channel")
+        .annotate(set_aside_count=Count("ledger", filter=Q(ledger__outcome=ProcessedEmail.Outcome.QUARANTINED)))
     )
     ids = [i.pk for i in integrations]
     unread = dict(
         FetchFailure.objects.filter(integration_id__in=ids)
         .values("integration_id")
         .annotate(n=Count("pk"))
+        .values_list("integration_id", "n")
+    )
+    open_tasks = dict(
+        TaskLink.objects.filter(integration_id__in=ids, task__status=Task.Status.OPEN)
+        .values("integration_id")
+        .annotate(n=Count("task_id", distinct=True))
         .values_list("integration_id", "n")
     )
     recent: dict[int, list[ProcessedEmail]] = {i: [] for i in ids}
@@ -178,6 +188,7 @@ def mailbox_status_list(*, user: User) -> list[MailboxStatus]:
             resync_note=resync_note(
                 reason=integration.resync_reason, since=integration.resynced_since, not_read=integration.resync_not_read
             ),
+            open_tasks=open_tasks.get(integration.pk, 0),
         )
         for integration in integrations
     ]
@@ -189,7 +200,8 @@ def _set_aside(integration: Integration, entry: ProcessedEmail) -> SetAside:
         if integration.provider == Integration.Provider.GMAIL
         else outlook_web_link(entry.message_id)
     )
-    return SetAside(entry.message_id, quarantine_reason(entry.last_error, integration), link, entry.updated_at)
+    reason = quarantine_reason(entry.last_error, integration)
+    return SetAside(entry.message_id, reason, link, entry.updated_at, sender=entry.sender, subject=entry.subject)
 
 
 def quarantine_reason(last_error: str, integration: Integration) -> str:
@@ -276,8 +288,11 @@ SKIPPED_SHOWN = 20
 
 def skipped_list(*, user: User) -> tuple[list[Skipped], int]:
     """The person's most recently skipped bulk emails (at most SKIPPED_SHOWN) and how many there are."""
-    entries = ProcessedEmail.objects.filter(integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED).order_by(
-        "-created_at"
+    # Mail of a sender the person muted is theirs to undo in Settings, not bulk mail to read here.
+    entries = (
+        ProcessedEmail.objects.filter(integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED)
+        .exclude(last_error__startswith="muted:")
+        .order_by("-created_at")
     )
     shown = [
         Skipped(
@@ -294,9 +309,11 @@ def skipped_list(*, user: User) -> tuple[list[Skipped], int]:
 
 def skipped_get(*, user: User, entry_id: int) -> ProcessedEmail:
     """One skipped email of `user` (NotFoundError for anyone else's, or one no longer skipped)."""
-    entry = ProcessedEmail.objects.filter(
-        pk=entry_id, integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED
-    ).first()
+    entry = (
+        ProcessedEmail.objects.filter(pk=entry_id, integration__user=user, outcome=ProcessedEmail.Outcome.SKIPPED)
+        .exclude(last_error__startswith="muted:")
+        .first()
+    )
     if entry is None:
         raise NotFoundError("That skipped email is not there any more.")
     return entry

@@ -256,7 +256,7 @@ class LedgerEntry:
     tasks_created: int = 0
     last_error: str = ""
     email_key: str = ""
-    sender: str = ""  # skipped bulk mail only
+    sender: str = ""  # skipped bulk mail, and mail set aside after it was read
     subject: str = ""
     conversation_key: str = ""  # the email's conversation (Email.conversation_key), when it was read
 

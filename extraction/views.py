@@ -5,14 +5,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from config.errors import ApplicationError, RateLimitedError
 from config.http import is_htmx, request_user
 from extraction.models import ExtractionRun
+from extraction.muting import sender_mute, sender_unmute
 from extraction.ratelimit import extraction_rate_check
 from extraction.selectors import run_get
 from extraction.services import extraction_run_request
+from tasks.selectors import task_get
 
 
 @login_required
@@ -50,3 +53,37 @@ def run_status(request: HttpRequest, run_id: int) -> HttpResponse:
     if run.is_finished:
         response["HX-Trigger"] = "tasksChanged"
     return response
+
+
+def _back(request: HttpRequest) -> HttpResponse:
+    """Back to the page the person was on (the list with its filters), or home."""
+    referer = request.headers.get("Referer", "")
+    if url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return redirect(referer)
+    return redirect("home")
+
+
+@login_required
+@require_POST
+def mute_sender(request: HttpRequest, task_id: int) -> HttpResponse:
+    """ "Never make tasks from this sender" on a task, "Not a task" on a dismissed one."""
+    user = request_user(request)
+    try:
+        muted = sender_mute(user=user, task=task_get(user=user, task_id=task_id), reason=request.POST.get("reason", ""))
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return _back(request)
+    messages.success(request, f"Tasklift will make no more tasks from {muted.address}. You can undo this in Settings.")
+    return _back(request)
+
+
+@login_required
+@require_POST
+def unmute_sender(request: HttpRequest, muted_id: int) -> HttpResponse:
+    try:
+        address = sender_unmute(user=request_user(request), muted_id=muted_id)
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return redirect("settings")
+    messages.success(request, f"Mail from {address} is read again from the next run on.")
+    return redirect("settings")

@@ -70,9 +70,20 @@ class BatchWriter:
                 each.email.message_id,
                 f"llm_{error.code}: {error.message}",
                 conversation_key=each.email.conversation_key,
+                sender=each.email.sender,
+                subject=each.email.subject,
             )
 
-    def set_aside(self, integration_id: int, message_id: str, reason: str, *, conversation_key: str = "") -> None:
+    def set_aside(
+        self,
+        integration_id: int,
+        message_id: str,
+        reason: str,
+        *,
+        conversation_key: str = "",
+        sender: str = "",
+        subject: str = "",
+    ) -> None:
         """Quarantine one email durably: in the ledger (so the cursor may pass it), replayable by a person."""
         run = self.record.run
         with transaction.atomic():
@@ -85,6 +96,8 @@ class BatchWriter:
                         ProcessedEmail.Outcome.QUARANTINED,
                         0,
                         reason,
+                        sender=sender,  # shown on the Mailboxes page, so the person knows which email it is
+                        subject=subject,
                         conversation_key=conversation_key,
                     )
                 ],
@@ -215,7 +228,7 @@ class BatchWriter:
                 item.email.message_id,
                 ProcessedEmail.Outcome.SKIPPED,
                 0,
-                f"bulk:{reason}",
+                reason if reason.startswith("muted:") else f"bulk:{reason}",  # muted: a sender the person muted
                 email_key=item.email.internet_message_id,
                 sender=item.email.sender,
                 subject=item.email.subject,

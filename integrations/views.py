@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
+from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,8 +19,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.selectors import consent_in_force
 from accounts.verification import email_verified_required
-from config.errors import ApplicationError
+from config.errors import ApplicationError, RateLimitedError
 from config.http import request_user
+from extraction.models import ExtractionRun
+from extraction.ratelimit import extraction_rate_check
 from extraction.selectors import (
     MailboxStatus,
     mailbox_status_list,
@@ -28,11 +31,12 @@ from extraction.selectors import (
     skipped_get,
     skipped_list,
 )
-from extraction.services import always_read_sender, ledger_read_anyway, ledger_replay
+from extraction.services import always_read_sender, extraction_run_request, ledger_read_anyway, ledger_replay
 from integrations.models import Integration
 from integrations.oauth.google import GoogleOAuthFlow
 from integrations.oauth.microsoft import MicrosoftOAuthFlow
 from integrations.providers.base import ProviderError
+from integrations.push import push_enabled
 from integrations.selectors import integration_get
 from integrations.services import gmail_connect, integration_disconnect, outlook_connect
 
@@ -50,6 +54,26 @@ class SyncStatus:
     next_read: datetime | None  # the next scheduled read, when one is due
     next_read_note: str  # why there is none, when there is none
     left_out: bool  # the latest run could not read all of it
+    push: str  # "on", "off" (not set up here), "failed" or "lapsed"
+    push_note: str  # how new mail of it is read, in one sentence
+
+
+def _push(integration: Integration, *, now: datetime) -> tuple[str, str]:
+    """Whether new mail of the mailbox rings the doorbell (read within seconds) or waits for the sweep."""
+    every = settings.EXTRACTION_SCHEDULE_MINUTES
+    sweep = f"every {every} minute{'s' if every != 1 else ''}"
+    channel = getattr(integration, "push_channel", None)
+    if channel is None and not push_enabled(integration.provider):
+        return "off", f"Push is not set up on this Tasklift: new mail is read {sweep}."
+    if channel is None or channel.last_error:
+        # The provider's own words stay in the admin; polling covers the mailbox meanwhile.
+        return "failed", f"Push could not be turned on for this mailbox: new mail is read {sweep} until it can."
+    if channel.expires_at <= now:
+        return "lapsed", f"Push lapsed and is renewed by the daily check: new mail is read {sweep} until then."
+    rang = ""
+    if integration.notified_at:
+        rang = f" (last new mail {naturaltime(integration.notified_at)})"
+    return "on", f"Push is on: new mail is read within seconds of arriving{rang}, and {sweep} at the latest."
 
 
 def _problem(integration: Integration) -> tuple[str, str, bool]:
@@ -91,7 +115,8 @@ def _sync_status(status: MailboxStatus, *, consent: bool, now: datetime, left_ou
     missed = str(integration.pk) in left_out
     healthy = active and not problem and not status.unread and not missed
     health = "Healthy" if healthy else ("Needs reconnecting" if not active else "Having trouble")
-    return SyncStatus(status, healthy, health, problem, fix, reconnect, next_read, note, missed)
+    push, push_note = _push(integration, now=now)
+    return SyncStatus(status, healthy, health, problem, fix, reconnect, next_read, note, missed, push, push_note)
 
 
 @login_required
@@ -192,7 +217,24 @@ def replay_quarantined(request: HttpRequest, integration_id: int) -> HttpRespons
         messages.error(request, error.message)
         return redirect("mailboxes")
     count = ledger_replay(entries=list(quarantined_list(integration=integration)))
-    messages.success(request, f"{count} email(s) will be read again in the next run.")
+    if not count:
+        messages.info(request, "Nothing of this mailbox is set aside any more.")
+        return redirect("mailboxes")
+    emails = "1 email" if count == 1 else f"{count} emails"
+    user = request_user(request)
+    # At once, as "Extract now" would, and held by the same limit and the same consent.
+    if consent_in_force(user=user) is None:
+        messages.warning(request, f"{emails} will be read again once you give AI consent (on the AI consent page).")
+        return redirect("mailboxes")
+    try:
+        extraction_rate_check(request=request)
+    except RateLimitedError as error:
+        messages.warning(request, f"{emails} will be read again in the next run. {error.message}")
+        return redirect("mailboxes")
+    extraction_run_request(user=user, trigger=ExtractionRun.Trigger.MANUAL)
+    messages.success(
+        request, f"{emails} {'is' if count == 1 else 'are'} being read again now; any task found appears in your list."
+    )
     return redirect("mailboxes")
 
 

@@ -178,6 +178,10 @@ def authorize() -> BaseResponse | str:
 
         return oauth.consent_page("google_authorize.html", params, mailbox_addresses(st))
 
+    if request.form.get("decision") == "fill_demo":
+        from sandbox.gmail import mailbox_addresses
+
+        return oauth.demo_fill_page("google_authorize.html", params, st, "gmail", lambda: mailbox_addresses(st))
     if request.form.get("decision") != "allow":
         return redirect(oauth.with_query(params["redirect_uri"], {"error": "access_denied", "state": params["state"]}))
     address = oauth.consented_address()

@@ -258,6 +258,12 @@ def authorize(tenant: str) -> BaseResponse | str:
 
         return oauth.consent_page("microsoft_authorize.html", params, mailbox_addresses(st), tenant=tenant)
 
+    if request.form.get("decision") == "fill_demo":
+        from sandbox.graph import mailbox_addresses
+
+        return oauth.demo_fill_page(
+            "microsoft_authorize.html", params, st, "outlook", lambda: mailbox_addresses(st), tenant=tenant
+        )
     if request.form.get("decision") != "accept":
         return _answer(
             params,

@@ -145,10 +145,29 @@ def with_query(url: str, params: dict[str, str]) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-def consent_page(template: str, params: dict[str, str], mailboxes: list[str], **context: Any) -> str:
+def consent_page(
+    template: str, params: dict[str, str], mailboxes: list[str], *, address: str = "", **context: Any
+) -> str:
     """The consent form, its address prefilled from login_hint or else the first existing mailbox."""
-    default = params["login_hint"] or (mailboxes[0] if mailboxes else "")
+    default = address or params["login_hint"] or (mailboxes[0] if mailboxes else "")
     return render_template(template, params=params, address=default, mailboxes=mailboxes, **context)
+
+
+def demo_fill_page(
+    template: str, params: dict[str, str], state: Any, provider: str, mailboxes: Any, **context: Any
+) -> str:
+    """The consent form's "Fill this mailbox with the demo mail": fill the typed address's mailbox (when it is
+    empty), then the same consent form again, saying what was done, to allow or deny."""
+    from sandbox.demo import demo_fill_if_empty
+
+    address = consented_address()
+    filled = demo_fill_if_empty(state, provider, address)
+    note = (
+        f"{address} now holds the {filled} demo emails. Allow to let Tasklift read them."
+        if filled
+        else f"{address} already holds mail: nothing was added."
+    )
+    return consent_page(template, params, mailboxes(), address=address, demo_note=note, **context)
 
 
 def consented_address() -> str:

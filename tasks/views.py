@@ -24,6 +24,7 @@ from accounts.selectors import consent_in_force
 from config.errors import ApplicationError
 from config.http import is_htmx, request_user
 from config.pagination import InvalidCursor
+from extraction.looking import runs_looked_at
 from extraction.models import ExtractionRun
 from extraction.selectors import run_latest
 from integrations.models import Integration
@@ -263,6 +264,7 @@ def _home_context(request: HttpRequest, form: TaskForm | None = None) -> dict[st
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
+    runs_looked_at(request=request, user=request_user(request))  # the run line sums from the last look
     return render(request, "tasks/home.html", _home_context(request))
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django import template
 
+from extraction.looking import RunsSince, runs_since
 from extraction.models import ExtractionRun
 from extraction.selectors import mailboxes_to_reconnect
 
@@ -72,3 +73,12 @@ def left_out(run: ExtractionRun) -> list[str]:
         for m in run.mailboxes.values()
         if isinstance(m, dict) and m.get("status") in ("failed", "partial")
     ]
+
+
+@register.simple_tag(takes_context=True)
+def runs_since_looked(context: template.Context) -> RunsSince | None:
+    """The runs finished since the person last looked, for the run line (None outside a signed-in page)."""
+    request = context.get("request")
+    if request is None or not request.user.is_authenticated:
+        return None
+    return runs_since(request=request, user=request.user)

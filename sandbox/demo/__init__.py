@@ -39,3 +39,24 @@ def load_demo_outlook(state: SandboxState, address: str) -> None:
         for raw in demo_messages(datetime.now(UTC)):
             if str(BytesHeaderParser().parsebytes(raw).get("Message-ID", "")).strip() not in present:
                 message_deliver_rfc822(state, address, raw, received=date_header(raw))
+
+
+def demo_fill_if_empty(state: SandboxState, provider: str, address: str) -> int:
+    """The consent page's "Fill this mailbox with the demo mail": the demo messages into the `provider`
+    ("gmail" or "outlook") mailbox of `address`, created if missing, when it holds no mail yet. Returns how
+    many were delivered (0 when it held mail already: filling twice never duplicates it)."""
+    from sandbox.demo.messages import demo_messages
+
+    if provider == "gmail":
+        from sandbox.gmail import mailbox_ensure as gmail_ensure
+
+        if gmail_ensure(state, address).messages:
+            return 0
+        load_demo_mailbox(state, address)
+    else:
+        from sandbox.graph import mailbox_ensure as outlook_ensure
+
+        if outlook_ensure(state, address).messages:
+            return 0
+        load_demo_outlook(state, address)
+    return len(demo_messages(datetime.now(UTC)))

@@ -133,7 +133,7 @@ def test_mailboxes_page_shows_set_aside_emails_and_replays_them(
 
     response = client.post(f"/mailboxes/{gmail.integration.pk}/replay", follow=True)
 
-    assert "1 email(s) will be read again" in response.content.decode()
+    assert "1 email is being read again now" in response.content.decode()  # a run started at once
     assert not ProcessedEmail.objects.exists()
     gmail.integration.refresh_from_db()
     assert len(gmail.integration.backfill_pending) == 1

@@ -206,7 +206,7 @@ def test_consent_page_offers_the_first_sandbox_mailbox_without_a_login_hint(sand
     form = consent_page(url)
 
     assert form.fields["address"] == "first@example.com"
-    assert set(form.buttons) == {"allow", "deny"}
+    assert set(form.buttons) == {"allow", "deny", "fill_demo"}  # and "Fill this mailbox with the demo mail"
 
 
 def test_a_wrong_client_secret_is_invalid_client(sandbox: SandboxClient) -> None:

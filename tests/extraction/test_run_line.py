@@ -1,0 +1,89 @@
+"""The run line above the task list says what happened since the person last looked, summed over every run in
+between, whatever started it (the schedule, a push, the button), not only the latest run's counts (issue 23
+point 2). Through the test client with the production settings' DEBUG off."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from accounts.models import User
+from extraction.models import ExtractionRun
+from extraction.pipeline import extraction_run_execute
+from sandbox.client import SandboxClient
+from tests.conftest import GmailBox
+from tests.mail import ask, rfc822
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+
+
+def run(user: User, trigger: str) -> ExtractionRun:
+    return extraction_run_execute(run=ExtractionRun.objects.create(user=user, trigger=trigger))
+
+
+def line(html: str) -> str:
+    """The run line's text, in one line."""
+    start = html.index('id="run-status"')
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html[start : html.index("</div>", start)])).strip()
+
+
+def test_the_buttons_run_that_found_nothing_still_tells_of_the_scheduled_runs_tasks(
+    client: Client, gmail: GmailBox, consenting_user: User
+) -> None:
+    client.force_login(consenting_user)
+    client.get("/")  # the person looks: nothing read yet
+    for n in range(3):
+        gmail.deliver(ask(n))
+    run(consenting_user, ExtractionRun.Trigger.SCHEDULE)  # took the mail a second before the button
+    client.post("/extract")
+    pressed = ExtractionRun.objects.get(status=ExtractionRun.Status.QUEUED)
+    extraction_run_execute(run=pressed)
+    assert pressed.tasks_created == 0
+
+    said = line(client.get(f"/runs/{pressed.pk}", headers=HTMX).content.decode())
+
+    assert "3 new emails, 3 read by Gemini, 3 tasks created" in said, said
+    assert "2 reads" in said and "scheduled" in said and "Extract now" in said, said
+    assert "0 tasks created" not in said
+
+
+def test_an_email_a_push_run_set_aside_is_told_on_the_task_page(
+    client: Client, gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    client.force_login(consenting_user)
+    client.get("/")
+    gmail.deliver(rfc822("Poison", "Please send the report for poison project by Friday.\n"))
+    sandbox.fault("gemini", 200, body={"promptFeedback": {"blockReason": "SAFETY"}}, times=None, match="poison")
+    pushed = run(consenting_user, ExtractionRun.Trigger.WEBHOOK)
+    assert pushed.emails_quarantined == 1
+    sandbox.clear_faults()
+    gmail.deliver(ask(7))
+    run(consenting_user, ExtractionRun.Trigger.MANUAL)  # a later run, which set nothing aside
+
+    said = line(client.get("/").content.decode())
+
+    assert "1 email could not be read reliably and was set aside" in said, said
+    assert "push" in said, said
+
+
+def test_what_the_line_sums_starts_again_where_the_person_last_looked(
+    client: Client, gmail: GmailBox, consenting_user: User
+) -> None:
+    client.force_login(consenting_user)
+    client.get("/")
+    gmail.deliver(ask(1))
+    gmail.deliver(ask(2))
+    run(consenting_user, ExtractionRun.Trigger.SCHEDULE)
+    assert "2 tasks created" in line(client.get("/").content.decode())  # the person looks: they have seen it
+
+    quiet = line(client.get("/").content.decode())
+    assert "Nothing new since you last looked" in quiet, quiet
+
+    gmail.deliver(ask(3))
+    latest = run(consenting_user, ExtractionRun.Trigger.WEBHOOK)
+    said = line(client.get(f"/runs/{latest.pk}", headers=HTMX).content.decode())
+    assert "1 new email, 1 read by Gemini, 1 task created" in said, said
