@@ -11,6 +11,7 @@ from config.metrics import metrics
 from extraction import views as extraction_views
 from integrations import views as integration_views
 from integrations import webhooks
+from tasks import pane_views
 from tasks import views as task_views
 
 urlpatterns = [
@@ -22,6 +23,7 @@ urlpatterns = [
     path("tasks/<int:task_id>", task_views.task_row, name="task_row"),
     path("tasks/<int:task_id>/edit", task_views.task_edit, name="task_edit"),
     path("tasks/<int:task_id>/status", task_views.task_status, name="task_status"),
+    path("tasks/<int:task_id>/email", pane_views.task_email_pane, name="task_email"),
     path("extract", extraction_views.extract_now, name="extract_now"),
     path("runs/<int:run_id>", extraction_views.run_status, name="run_status"),
     path("consent/", account_views.consent, name="consent"),
