@@ -21,8 +21,15 @@
   ];
 
   function list() { return document.getElementById("task-list"); }
-  function rows() { var l = list(); return l ? Array.prototype.slice.call(l.querySelectorAll(":scope > li.task")) : []; }
-  function rowOf(node) { return node && node.closest ? node.closest("#task-list > li.task") : null; }
+  // The tasks shown, in order (those of a collapsed group are not).
+  function rows() {
+    var l = list();
+    if (!l) return [];
+    return Array.prototype.filter.call(l.querySelectorAll("li.task"), function (row) {
+      return !row.closest("details:not([open])");
+    });
+  }
+  function rowOf(node) { return node && node.closest ? node.closest("#task-list li.task") : null; }
 
   var current = null; // the id of the task the keys act on: the one focused last
 
@@ -195,13 +202,23 @@
     }
   });
 
-  var refocus = null; // the task and control focused when the whole list was replaced
+  // The task and control focused when the whole list was replaced, and whether "From before you connected"
+  // was open: a refresh keeps both.
+  var refocus = null;
+  var earlierOpen = false;
   document.addEventListener("htmx:beforeSwap", function (event) {
     var target = event.detail && event.detail.target;
     if (target && target.id === "task-list" && event.detail.shouldSwap !== false) {
-      var row = rowOf(document.activeElement);
-      refocus = row ? { id: row.id, action: document.activeElement.getAttribute("data-action") } : null;
+      var focused = document.activeElement;
+      var row = rowOf(focused);
+      refocus = row ? { id: row.id, action: focused.getAttribute("data-action") } : null;
+      earlierOpen = Boolean(document.querySelector("#task-list details.earlier-group[open]"));
     }
+  });
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    var earlier = document.querySelector("#task-list details.earlier-group");
+    if (target && target.id === "task-list" && earlier && earlierOpen) earlier.open = true;
   });
 
   // Called once a swap is done (afterOnLoad, which htmx sends again from a parent when the row went away) and

@@ -273,3 +273,43 @@ def test_phone_first_screen_shows_the_first_task(transactional_db: None, page_of
     for name in ("Tasks", "Mailboxes", "AI consent", "Settings"):
         expect(page.get_by_role("link", name=name, exact=True)).to_be_visible()
     assert re.search(r"lease", first.inner_text())
+
+
+def test_mail_from_before_connecting_is_one_collapsed_heading_that_opens_from_the_keyboard(
+    transactional_db: None, page_of: Any
+) -> None:
+    user = UserFactory()
+    consent_grant(user=user)
+    integration = IntegrationFactory(user=user)
+    type(integration).objects.filter(pk=integration.pk).update(created_at=timezone.now() - timedelta(days=1))
+    week_ago = timezone.now() - timedelta(days=7)
+    task_insert_from_emails(
+        rows=[
+            dataclasses.replace(
+                email_task_row(user, integration, f"old{n}", f"Last week's ask {n}"),
+                email_received_at=week_ago,
+                due_date=timezone.localdate() - timedelta(days=3),
+            )
+            for n in range(1, 6)
+        ]
+    )
+    task_create(user=user, title="Today's own task", due_date=timezone.localdate())
+    page = page_of(user)
+    heading = page.locator("#task-list .group-heading.earlier")
+    expect(heading).to_have_count(1)
+    expect(heading.locator("summary")).to_have_text(re.compile(r"From before you connected\s*5"))
+    expect(page.locator("#task-list .earlier-group li.task").first).to_be_hidden()
+    expect(page.locator("#task-list [data-group='overdue']")).to_have_count(0)  # no "Overdue 5" on the first day
+
+    page.locator("#select-all").check()  # ticks what is shown, not the collapsed tasks
+    assert page.locator("#task-list .select-task:checked").count() == 1
+    page.locator("#select-all").uncheck()
+
+    heading.locator("summary").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#task-list .earlier-group li.task")).to_have_count(5)
+    expect(page.locator("#task-list .earlier-group li.task").first).to_be_visible()
+    page.locator("#task-list .earlier-group li.task [data-action='done']").first.click()
+    expect(page.locator("#task-list .earlier-group li.task")).to_have_count(4)
+    # Focus stays in the group, on the next of its tasks.
+    expect(page.locator("#task-list .earlier-group li.task:focus-within")).to_have_count(1)
