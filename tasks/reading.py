@@ -149,36 +149,31 @@ def _fetch(source: _Source) -> Email:
         if not fetched.emails:
             raise ProviderNotFound("The message was not returned.")
         return fetched.emails[0]
-    except ProviderAuthError as error:
-        integration_mark_failed(integration=integration, error=error)  # as a run would: reconnect to go on
-        raise EmailUnavailable(
-            f"{name} refused Tasklift's sign-in for {integration.account_address}. Reconnect it on the "
-            "Mailboxes page to read its mail again.",
-            code="provider_auth",
-            link=source.link,
-        ) from error
-    except ProviderNotFound as error:
-        raise EmailUnavailable(
-            f"{name} no longer has this email in {integration.account_address}: it may have been deleted.",
-            code="email_not_found",
-            link=source.link,
-        ) from error
-    except ProviderRateLimited as error:
-        raise EmailUnavailable(
-            f"{name} asks Tasklift to slow down just now. Try again in a minute, or open the email in {name}.",
-            code="provider_rate_limited",
-            link=source.link,
-        ) from error
     except ProviderError as error:
-        raise EmailUnavailable(
-            f"{name} could not be reached to read this email ({error.message}). Try again in a moment, or open "
-            f"it in {name}.",
-            code="provider_unavailable",
-            link=source.link,
-        ) from error
+        if isinstance(error, ProviderAuthError):
+            integration_mark_failed(integration=integration, error=error)  # as a run would: reconnect to go on
+        raise EmailUnavailable(_problem(error, integration), code=error.code, link=source.link) from error
     finally:
         if provider is not None:
             integration_save_refreshed_credentials(integration=integration, provider=provider)
+
+
+def _problem(error: ProviderError, integration: Integration) -> str:
+    """What the person reads when the provider would not give the email, and what they can do."""
+    name = integration.get_provider_display()
+    if isinstance(error, ProviderAuthError):
+        return (
+            f"{name} refused Tasklift's sign-in for {integration.account_address}. Reconnect it on the Mailboxes "
+            "page to read its mail again."
+        )
+    if isinstance(error, ProviderNotFound):
+        return f"{name} no longer has this email in {integration.account_address}: it may have been deleted."
+    if isinstance(error, ProviderRateLimited):
+        return f"{name} asks Tasklift to slow down just now. Try again in a minute, or open the email in {name}."
+    return (
+        f"{name} could not be reached to read this email ({error.message}). Try again in a moment, or open it "
+        f"in {name}."
+    )
 
 
 def _reading(task: Task, source: _Source, email: Email) -> EmailReading:

@@ -75,7 +75,7 @@ def test_overdue_mail_from_before_connecting_is_under_one_collapsed_heading(clie
 
     # A search opens it, so that what is searched for shows.
     searched = earlier_section(client.get("/?q=Old+ask").content.decode())
-    assert "<details class=\"earlier-group\" open>" in searched
+    assert '<details class="earlier-group" open>' in searched
 
     # The list's own refresh (after a change) shows it the same way; the API lists every task as it is.
     refreshed = client.get("/tasks/list", headers=HTMX).content.decode()
