@@ -12,6 +12,7 @@ from extraction import views as extraction_views
 from integrations import views as integration_views
 from integrations import webhooks
 from reminders import views as reminder_views
+from tasks import pane_views
 from tasks import views as task_views
 
 urlpatterns = [
@@ -34,6 +35,7 @@ urlpatterns = [
     path("settings/calendar/<int:feed_id>/revoke", reminder_views.calendar_revoke, name="calendar_revoke"),
     path("calendar/<str:secret>.ics", reminder_views.calendar_feed, name="calendar_feed"),
     path("digest/unsubscribe", reminder_views.digest_unsubscribe, name="digest_unsubscribe"),
+    path("tasks/<int:task_id>/email", pane_views.task_email_pane, name="task_email"),
     path("extract", extraction_views.extract_now, name="extract_now"),
     path("runs/<int:run_id>", extraction_views.run_status, name="run_status"),
     path("tasks/<int:task_id>/mute-sender", extraction_views.mute_sender, name="task_mute_sender"),

@@ -4,7 +4,8 @@ from collections.abc import Collection
 from datetime import date
 
 from django.contrib.postgres.search import SearchQuery, SearchVector
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db.models.functions import TruncDate
 
 from accounts.models import User
 from config.errors import NotFoundError
@@ -59,11 +60,16 @@ def task_page(
     after: str = "",
     up_to: str = "",
     up_to_limit: int = 0,
+    earlier: bool | None = None,
 ) -> KeysetPage[Task]:
     """A page of `task_list`: `size` tasks after the cursor `after` (from the first without it); or, for a
     list that loaded several pages and shows them again, every task as far as the cursor `up_to` (at most
-    `up_to_limit`). Raises InvalidCursor for a cursor that is not one."""
-    tasks = _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source, kinds=kinds)
+    `up_to_limit`). Raises InvalidCursor for a cursor that is not one. `earlier=False` leaves out the tasks
+    `task_earlier` lists (the page shows them apart)."""
+    tasks = _with_earlier(
+        _filtered(user=user, status=status, query=query, integration_id=integration_id, source=source, kinds=kinds),
+        earlier,
+    )
     keyset = task_list_order(status=status)
     return keyset_page(tasks, keyset, size=size, after=after, up_to=up_to, up_to_limit=up_to_limit)
 
@@ -76,11 +82,15 @@ def task_due_counts(
     source: str = "",
     kinds: Collection[str] = (),
     today: date,
+    earlier: bool | None = None,
 ) -> dict[str, int]:
     """How many open tasks are overdue, due today, upcoming and without a date (one statement), for the
-    headings of a list that shows only its first page."""
-    tasks = _filtered(
-        user=user, status=Task.Status.OPEN, query=query, integration_id=integration_id, source=source, kinds=kinds
+    headings of a list that shows only its first page (`earlier` as for `task_page`)."""
+    tasks = _with_earlier(
+        _filtered(
+            user=user, status=Task.Status.OPEN, query=query, integration_id=integration_id, source=source, kinds=kinds
+        ),
+        earlier,
     )
     return tasks.aggregate(
         overdue=Count("pk", filter=Q(due_date__lt=today)),
@@ -131,6 +141,51 @@ def _filtered(
     if source:
         tasks = tasks.filter(source=source)
     return tasks
+
+
+# From before the mailbox was connected ------------------------------------------------------------------
+
+
+def _earlier_q() -> Q:
+    """Tasks from mail its mailbox received before it was connected and that were past due by then (the
+    connect-time read of recent mail finds last week's asks). On the day of the connection in the person's
+    time zone (activated per request)."""
+    return Q(
+        integration__isnull=False,
+        email_received_at__lt=F("integration__created_at"),
+        due_date__lt=TruncDate("integration__created_at"),
+    )
+
+
+def _with_earlier(tasks: QuerySet[Task], earlier: bool | None) -> QuerySet[Task]:
+    if earlier is None:
+        return tasks
+    if earlier:
+        return tasks.filter(_earlier_q())
+    # NOT IN the ids, not exclude(Q): a task without a mailbox or a received time makes the condition NULL,
+    # and NOT NULL would leave it out too.
+    return tasks.exclude(pk__in=Task.objects.filter(_earlier_q()).values("pk"))
+
+
+def task_earlier(
+    *,
+    user: User,
+    query: str = "",
+    integration_id: int | None = None,
+    source: str = "",
+    kinds: Collection[str] = (),
+    limit: int,
+) -> tuple[list[Task], int]:
+    """The person's open tasks from before their mailbox was connected that were past due then (`_earlier_q`),
+    in the list's order, at most `limit`, and how many there are."""
+    tasks = _with_earlier(
+        _filtered(
+            user=user, status=Task.Status.OPEN, query=query, integration_id=integration_id, source=source, kinds=kinds
+        ),
+        True,
+    )
+    rows = list(tasks.order_by(*OPEN_ORDER.order_by())[:limit])
+    return rows, len(rows) if len(rows) < limit else tasks.count()
 
 
 def task_get(*, user: User, task_id: int) -> Task:

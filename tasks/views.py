@@ -32,7 +32,7 @@ from integrations.selectors import integration_list
 from tasks.forms import TaskEditForm, TaskForm
 from tasks.models import Task
 from tasks.quickadd import quick_add_notes, quick_add_resolve
-from tasks.selectors import task_count, task_due_counts, task_get, task_list_version, task_page
+from tasks.selectors import task_count, task_due_counts, task_earlier, task_get, task_list_version, task_page
 from tasks.services import (
     task_bulk_set_status,
     task_create,
@@ -44,6 +44,7 @@ from tasks.services import (
 
 PAGE_SIZE = 50  # tasks a page shows; "Load more" (or scrolling to it) appends the next
 REFRESH_LIMIT = 500  # tasks a list that loaded several pages shows again when it refreshes itself
+EARLIER_LIMIT = 200  # tasks "From before you connected" shows (its heading counts them all)
 MAX_CURSOR_CHARS = 300
 UNDO_SESSION_KEY = "task_undo"
 
@@ -158,10 +159,17 @@ def _groups(tasks: list[Task], filters: Filters, user: User, *, continues: str =
     if shown and shown[0].key == continues:
         shown[0].continued = True
     if any(not group.continued for group in shown):
-        counts = task_due_counts(user=user, today=today, **_search(filters))
+        counts = task_due_counts(user=user, today=today, earlier=False, **_search(filters))
         for group in shown:
             group.count = counts[group.key]
     return shown
+
+
+def _earlier_group(user: User, filters: Filters) -> Group | None:
+    """The tasks from mail received before its mailbox was connected and past due by then, under one collapsed
+    heading above the others, on the first page only (issue 23: a first day does not open on "Overdue 5")."""
+    tasks, count = task_earlier(user=user, limit=EARLIER_LIMIT, **_search(filters))
+    return Group("earlier", "From before you connected", tasks, count=count) if tasks else None
 
 
 def _search(filters: Filters) -> dict[str, Any]:
@@ -186,10 +194,12 @@ def _list_context(
         after=after,
         up_to=up_to,
         up_to_limit=REFRESH_LIMIT,
+        earlier=False if filters.status == Task.Status.OPEN else None,
         **_search(filters),
     )
     groups = _groups(page.rows, filters, user, continues=continues)
     return {
+        "earlier": _earlier_group(user, filters) if filters.status == Task.Status.OPEN and not after else None,
         "tasks": page.rows,
         "groups": groups,
         "filters": filters,

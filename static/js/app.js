@@ -64,10 +64,12 @@
   document.addEventListener("DOMContentLoaded", function () { init(document); });
   document.addEventListener("htmx:load", function (event) { if (event.detail && event.detail.elt) init(event.detail.elt); });
 
-  // Bulk select: "Select all" ticks every task shown.
+  // Bulk select: "Select all" ticks every task shown (not those of a collapsed group).
   document.addEventListener("change", function (event) {
     if (event.target && event.target.id === "select-all") {
-      document.querySelectorAll("#task-list .select-task").forEach(function (box) { box.checked = event.target.checked; });
+      document.querySelectorAll("#task-list .select-task").forEach(function (box) {
+        if (!box.closest("details:not([open])")) box.checked = event.target.checked;
+      });
     }
   });
 

@@ -56,7 +56,7 @@ def test_connect_gmail_and_extract_now_lists_the_demo_tasks(
     page.get_by_role("link", name="Tasks", exact=True).click()
     expect(page).to_have_url(f"{live_site}/")
     expect(page.locator("#mailbox-needed")).to_have_count(0)
-    tasks = page.locator("#task-list > li.task")
+    tasks = page.locator("#task-list li.task")
     expect(tasks).to_have_count(0)
     page.get_by_role("button", name="Extract now").click()
     status = page.locator("#run-status")
@@ -69,7 +69,7 @@ def test_connect_gmail_and_extract_now_lists_the_demo_tasks(
 
     # The finished run's HX-Trigger (tasksChanged) makes #task-list fetch itself again.
     expect(page.locator("#task-list > li.empty")).to_have_count(0)
-    expect(tasks.first).to_be_visible()
+    expect(page.locator("#task-list > li.task").first).to_be_visible()
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
 

@@ -91,7 +91,7 @@ def graph_messages(sandbox: SandboxClient, address: str) -> dict[str, dict[str, 
 
 
 def read_rows(page: Page) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = page.locator("#task-list > li.task").evaluate_all(ROWS_JS)
+    rows: list[dict[str, Any]] = page.locator("#task-list li.task").evaluate_all(ROWS_JS)
     return rows
 
 
@@ -196,7 +196,7 @@ def test_gmail_and_outlook_demo_mailboxes_in_one_run(
         f"{len(rows)} task rows, expected {expected_each} (the run read {run.emails_fetched} emails and "
         f"created {run.tasks_created} tasks)"
     )
-    badges = page.locator("#task-list > li.task").evaluate_all(
+    badges = page.locator("#task-list li.task").evaluate_all(
         "rows => rows.map(row => Array.from(row.querySelectorAll('a.mailbox-link'))"
         ".map(link => [link.dataset.provider, link.getAttribute('href')]))"
     )

@@ -1,0 +1,315 @@
+"""The task list without a mouse and on a phone (issue 23 points 4, 6, 7) in Chromium: the skip link and how many
+Tab presses reach the first Done, where focus goes after Done, Dismiss, Edit, Escape and Undo, every shortcut
+(and none while typing in a field), the reading pane opened and closed from the keyboard, and a phone's first
+screen showing the first task."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from accounts.models import User
+from accounts.services import consent_grant
+from extraction.models import ExtractionRun
+from tasks.models import Task
+from tasks.services import task_create, task_insert_from_emails
+from tests.conftest import GmailBox, run_extraction
+from tests.e2e.conftest import chromium, watch_errors
+from tests.factories import IntegrationFactory, UserFactory, email_task_row
+from tests.tasks.test_reading_pane import ASK, lease_mail
+
+pytestmark = pytest.mark.e2e
+
+PASSWORD = "correct-horse-battery"  # tests.factories.UserFactory's
+PHONE = {"width": 390, "height": 844}
+ACTIVE_JS = """() => {
+  const el = document.activeElement;
+  const row = el && el.closest('#task-list > li.task');
+  return {row: row ? row.id : null, action: el ? el.getAttribute('data-action') : null, id: el ? el.id : null,
+          tag: el ? el.tagName : null, text: el ? el.textContent.trim().slice(0, 40) : null};
+}"""
+
+
+@pytest.fixture
+def person(transactional_db: None) -> User:
+    """A person with consent and a mailbox (so no notice stands above the list) and three tasks added by hand."""
+    user = UserFactory()
+    consent_grant(user=user)
+    IntegrationFactory(user=user)
+    for title in ("Third task", "Second task", "First task"):  # the newest first
+        task_create(user=user, title=title)
+    return user
+
+
+@pytest.fixture
+def page_of(live_site: str, _django_orm_beside_playwright: None) -> Iterator[Any]:
+    """page_of(user, viewport=None): a logged-in page on the task list. Fails the test on a JavaScript error or a
+    5xx answer."""
+    with chromium() as browser:
+        opened: list[tuple[Any, list[str], list[str]]] = []
+
+        def open_for(user: User, viewport: dict[str, int] | None = None) -> Any:
+            context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900})
+            context.set_default_timeout(10_000)
+            page = context.new_page()
+            page_errors, server_errors = watch_errors(page)
+            opened.append((page, page_errors, server_errors))
+            page.goto(f"{live_site}/login/")
+            page.get_by_label("Email address").fill(user.email)
+            page.get_by_label("Password").fill(PASSWORD)
+            page.get_by_role("button", name="Log in").click()
+            expect(page).to_have_url(f"{live_site}/")
+            page.wait_for_load_state("networkidle")
+            return page
+
+        yield open_for
+        for page, page_errors, server_errors in opened:
+            assert page_errors == [] and server_errors == [], (page_errors, server_errors)
+            page.context.close()
+        connections.close_all()  # before Playwright stops (see conftest._chromium_page)
+
+
+def active(page: Any) -> dict[str, Any]:
+    return dict(page.evaluate(ACTIVE_JS))
+
+
+def expect_focus_in(page: Any, row: str) -> None:
+    expect(page.locator(f"#{row}:focus, #{row} :focus")).to_have_count(1)
+
+
+def row_id(page: Any, title: str) -> str:
+    return str(page.locator("#task-list > li.task", has_text=title).get_attribute("id"))
+
+
+def test_keyboard_skip_link_reaches_the_first_done_in_four_presses(person: User, page_of: Any) -> None:
+    page = page_of(person)
+    presses = 0
+    page.keyboard.press("Tab")
+    presses += 1
+    assert active(page)["text"] == "Skip to your tasks"
+    page.keyboard.press("Enter")
+    presses += 1
+    assert active(page)["row"] == row_id(page, "First task")
+    while active(page)["action"] != "done":
+        page.keyboard.press("Tab")
+        presses += 1
+        assert presses <= 4, f"the first Done is not within 4 presses: {active(page)}"
+    assert active(page)["row"] == row_id(page, "First task")
+
+
+def test_keyboard_focus_stays_on_the_next_task_after_done_and_dismiss_and_undo_brings_it_back(
+    person: User, page_of: Any
+) -> None:
+    page = page_of(person)
+    first, second, third = (row_id(page, t) for t in ("First task", "Second task", "Third task"))
+    page.locator(f"#{first} [data-action='done']").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#{first}")).to_have_count(0)
+    expect(page.locator("#undo")).to_contain_text("marked done")
+    assert active(page) | {"text": None} == {"row": second, "action": "done", "id": "", "tag": "BUTTON", "text": None}
+
+    page.keyboard.press("#")  # dismiss the task focus is on
+    expect(page.locator(f"#{second}")).to_have_count(0)
+    expect(page.locator("#undo")).to_contain_text("dismissed")
+    assert active(page)["row"] == third and active(page)["action"] == "dismiss"
+
+    page.keyboard.press("z")  # undo: the dismissed task comes back, and focus with it
+    expect(page.locator(f"#{second}")).to_have_count(1)
+    expect(page.locator("#undo")).to_contain_text("Undone")
+    expect_focus_in(page, second)
+    assert Task.objects.get(pk=int(second.removeprefix("task-"))).status == Task.Status.OPEN
+
+    page.keyboard.press("d")  # the last task done: focus goes to the one before
+    expect(page.locator(f"#{second}")).to_have_count(0)
+    assert active(page)["row"] == third
+
+
+def test_keyboard_shortcuts_move_select_edit_and_search_but_never_while_typing(person: User, page_of: Any) -> None:
+    page = page_of(person)
+    first, second, third = (row_id(page, t) for t in ("First task", "Second task", "Third task"))
+
+    page.keyboard.press("j")
+    assert active(page)["row"] == first
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert active(page)["row"] == third
+    page.keyboard.press("j")  # the last stays
+    assert active(page)["row"] == third
+    page.keyboard.press("k")
+    assert active(page)["row"] == second
+
+    page.keyboard.press("x")
+    expect(page.locator(f"#{second} .select-task")).to_be_checked()
+    page.keyboard.press("x")
+    expect(page.locator(f"#{second} .select-task")).not_to_be_checked()
+
+    # e edits: the title is focused; Escape cancels, focus back on Edit.
+    page.keyboard.press("e")
+    title = page.locator(f"#{second}.editing [data-field='title'] input")
+    expect(title).to_be_focused()
+    page.keyboard.type(" (changed)")
+    page.keyboard.press("Escape")
+    expect(page.locator(f"#{second}.editing")).to_have_count(0)
+    expect(page.locator(f"#{second} .task-title")).to_have_text("Second task")
+    expect_focus_in(page, second)
+    assert active(page)["action"] == "edit"
+
+    # Enter on the task itself edits too; Enter in the title saves, and focus comes back to the task.
+    page.keyboard.press("k")
+    page.keyboard.press("j")
+    assert active(page) | {"text": None} == {"row": second, "action": None, "id": second, "tag": "LI", "text": None}
+    page.keyboard.press("Enter")
+    expect(title).to_be_focused()
+    page.keyboard.press("End")
+    page.keyboard.type(" today")
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#{second} .task-title")).to_have_text("Second task today")
+    expect_focus_in(page, second)
+
+    # / searches; typing there (j, k, d, x) types, and moves, ticks or closes nothing.
+    page.keyboard.press("/")
+    expect(page.locator("#search")).to_be_focused()
+    page.keyboard.type("jkdx#")
+    expect(page.locator("#search")).to_have_value("jkdx#")
+    expect(page.locator("#task-list > li.task")).to_have_count(0)  # nothing matches "jkdx#"
+    page.locator("#search").fill("")
+    expect(page.locator("#task-list > li.task")).to_have_count(3)
+    assert Task.objects.filter(user=person, status=Task.Status.OPEN).count() == 3
+
+    # n goes to the new task's title; typing there adds nothing but the text.
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("n")
+    expect(page.locator("#add-task input[name='title']")).to_be_focused()
+    page.keyboard.type("Call Sam")
+    page.keyboard.press("Enter")
+    expect(page.locator("#task-list > li.task", has_text="Call Sam")).to_have_count(1)
+
+    # ? lists the keys; Escape closes the list.
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("?")
+    help_list = page.locator("#keys-help")
+    expect(help_list).to_be_visible()
+    expect(help_list).to_contain_text("Dismiss")
+    page.keyboard.press("j")  # no key acts behind an open dialog
+    page.keyboard.press("Escape")
+    expect(help_list).to_be_hidden()
+
+
+@pytest.fixture
+def lease(gmail: GmailBox, consenting_user: User, transactional_db: None) -> Task:
+    gmail.deliver(lease_mail())
+    run = run_extraction(consenting_user)
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    return Task.objects.get(user=consenting_user)
+
+
+def test_reading_pane_opens_and_closes_from_the_keyboard(lease: Task, page_of: Any) -> None:
+    page = page_of(lease.user)
+    page.keyboard.press("j")
+    page.keyboard.press("o")
+    pane = page.locator("#email-pane")
+    expect(pane).to_be_visible()
+    expect(pane.locator("mark")).to_have_text(ASK)
+    expect(pane.locator("#pane-from")).to_have_text("Sam Lee <sam@example.com>")
+    expect(page.locator("#email-pane-title")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(pane).to_be_hidden()
+    assert active(page) | {"text": None} == {
+        "row": f"task-{lease.pk}",
+        "action": "read",
+        "id": "",
+        "tag": "A",
+        "text": None,
+    }
+
+    # Tab to "Read email" and Enter opens it too; its Close button closes it.
+    page.keyboard.press("Enter")
+    expect(pane.locator("mark")).to_have_text(ASK)
+    pane.get_by_role("button", name="Close").focus()
+    page.keyboard.press("Enter")
+    expect(pane).to_be_hidden()
+    expect(pane.locator("mark")).to_have_count(0)  # the email's text does not stay in the page
+
+
+def test_phone_first_screen_shows_the_first_task(transactional_db: None, page_of: Any) -> None:
+    user = UserFactory()
+    consent_grant(user=user)
+    integration = IntegrationFactory(user=user)
+    rows = [
+        dataclasses.replace(
+            email_task_row(user, integration, f"m{n}", f"Reply to the landlord about the lease renewal {n}"),
+            sentence=f"Could you reply to the landlord about the renewal of the lease number {n} this week?",
+            due_date=timezone.localdate() - timedelta(days=n),
+        )
+        for n in range(1, 6)
+    ]
+    task_insert_from_emails(rows=rows)
+    ExtractionRun.objects.create(
+        user=user,
+        trigger=ExtractionRun.Trigger.MANUAL,
+        status=ExtractionRun.Status.SUCCEEDED,
+        finished_at=timezone.now(),
+        emails_fetched=5,
+        tasks_created=5,
+    )
+    page = page_of(user, viewport=PHONE)
+    first = page.locator("#task-list > li.task").first
+    expect(first).to_be_visible()
+    box = first.bounding_box()
+    assert box is not None
+    assert box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"], (
+        f"the first task is at {box['y']:.0f}-{box['y'] + box['height']:.0f} px of an {PHONE['height']} px screen"
+    )
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    # The navigation is still all there, and the mail's details are a tap away.
+    for name in ("Tasks", "Mailboxes", "AI consent", "Settings"):
+        expect(page.get_by_role("link", name=name, exact=True)).to_be_visible()
+    assert re.search(r"lease", first.inner_text())
+
+
+def test_mail_from_before_connecting_is_one_collapsed_heading_that_opens_from_the_keyboard(
+    transactional_db: None, page_of: Any
+) -> None:
+    user = UserFactory()
+    consent_grant(user=user)
+    integration = IntegrationFactory(user=user)
+    type(integration).objects.filter(pk=integration.pk).update(created_at=timezone.now() - timedelta(days=1))
+    week_ago = timezone.now() - timedelta(days=7)
+    task_insert_from_emails(
+        rows=[
+            dataclasses.replace(
+                email_task_row(user, integration, f"old{n}", f"Last week's ask {n}"),
+                email_received_at=week_ago,
+                due_date=timezone.localdate() - timedelta(days=3),
+            )
+            for n in range(1, 6)
+        ]
+    )
+    task_create(user=user, title="Today's own task", due_date=timezone.localdate())
+    page = page_of(user)
+    heading = page.locator("#task-list .group-heading.earlier")
+    expect(heading).to_have_count(1)
+    expect(heading.locator("summary")).to_have_text(re.compile(r"From before you connected\s*5"))
+    expect(page.locator("#task-list .earlier-group li.task").first).to_be_hidden()
+    expect(page.locator("#task-list [data-group='overdue']")).to_have_count(0)  # no "Overdue 5" on the first day
+
+    page.locator("#select-all").check()  # ticks what is shown, not the collapsed tasks
+    assert page.locator("#task-list .select-task:checked").count() == 1
+    page.locator("#select-all").uncheck()
+
+    heading.locator("summary").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#task-list .earlier-group li.task")).to_have_count(5)
+    expect(page.locator("#task-list .earlier-group li.task").first).to_be_visible()
+    page.locator("#task-list .earlier-group li.task [data-action='done']").first.click()
+    expect(page.locator("#task-list .earlier-group li.task")).to_have_count(4)
+    # Focus stays in the group, on the next of its tasks.
+    expect(page.locator("#task-list .earlier-group li.task:focus-within")).to_have_count(1)

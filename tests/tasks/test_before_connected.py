@@ -1,0 +1,106 @@
+"""Mail received before its mailbox was connected, and already past due then, does not open a first day on
+"Overdue 5": its tasks stand under one collapsed "From before you connected" heading, once (issue 23 point 8)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from accounts.models import User
+from integrations.models import Integration
+from tasks.models import Task
+from tasks.services import task_create
+from tests.factories import IntegrationFactory
+from tests.tasks.test_task_pages import HTMX, email_task, groups
+
+pytestmark = pytest.mark.django_db
+
+EARLIER = "From before you connected"
+
+
+@pytest.fixture
+def person(client: Client, user: User) -> User:
+    client.force_login(user)
+    return user
+
+
+def connected_days_ago(integration: Integration, days: int) -> None:
+    Integration.objects.filter(pk=integration.pk).update(created_at=timezone.now() - timedelta(days=days))
+
+
+def earlier_section(body: str) -> str:
+    found = re.search(r'<li class="group-heading earlier".*?</details>', body, re.S)
+    assert found is not None, body
+    return found[0]
+
+
+def test_overdue_mail_from_before_connecting_is_under_one_collapsed_heading(client: Client, person: User) -> None:
+    today = timezone.localdate()
+    gmail = IntegrationFactory(user=person, provider="gmail")
+    outlook = IntegrationFactory(user=person, provider="outlook")
+    connected_days_ago(gmail, 1)
+    week_ago = timezone.now() - timedelta(days=7)
+    email_task(person, gmail, "g1", "Old ask in Gmail", email_received_at=week_ago, due_date=today - timedelta(days=3))
+    email_task(person, outlook, "o1", "Old ask in Outlook", email_received_at=week_ago, due_date=today - timedelta(5))
+    # Old mail not yet due when the mailbox was connected: it is due in the ordinary way.
+    email_task(person, gmail, "g2", "Old but due later", email_received_at=week_ago, due_date=today)
+    # Mail since connecting that is overdue now, and a task added by hand: Overdue, as ever.
+    email_task(person, gmail, "g3", "New and late", email_received_at=timezone.now(), due_date=today - timedelta(1))
+    task_create(user=person, title="By hand and late", due_date=today - timedelta(days=2))
+    # A mailbox connected long before its late mail came.
+    older = IntegrationFactory(user=person, provider="gmail")
+    connected_days_ago(older, 30)
+    email_task(person, older, "x1", "Late in an old mailbox", email_received_at=week_ago, due_date=today - timedelta(4))
+
+    body = client.get("/").content.decode()
+
+    section = earlier_section(body)
+    assert body.count(EARLIER) == 1  # one heading for every mailbox
+    assert "<details" in section and "<details open" not in section  # collapsed
+    assert re.search(rf"{EARLIER}\s*<span class=\"count\">2</span>", section)
+    assert re.findall(r'<strong class="task-title"[^>]*>([^<]*)</strong>', section) == [
+        "Old ask in Outlook",
+        "Old ask in Gmail",
+    ]
+    shown = groups(body.replace(section, ""))
+    assert shown == {
+        "overdue": ["Late in an old mailbox", "By hand and late", "New and late"],
+        "today": ["Old but due later"],
+    }
+    assert re.search(r'data-group="overdue"><h2>Overdue <span class="count">3</span>', body)
+
+    # A search opens it, so that what is searched for shows.
+    searched = earlier_section(client.get("/?q=Old+ask").content.decode())
+    assert '<details class="earlier-group" open>' in searched
+
+    # The list's own refresh (after a change) shows it the same way; the API lists every task as it is.
+    refreshed = client.get("/tasks/list", headers=HTMX).content.decode()
+    assert refreshed.count(EARLIER) == 1
+    titles = {item["title"] for item in client.get("/api/tasks").json()["items"]}
+    assert {"Old ask in Gmail", "Old ask in Outlook"} <= titles
+
+
+def test_the_heading_is_not_repeated_on_the_next_page_and_leaves_with_its_last_task(
+    client: Client, person: User
+) -> None:
+    today = timezone.localdate()
+    gmail = IntegrationFactory(user=person)
+    connected_days_ago(gmail, 1)
+    week_ago = timezone.now() - timedelta(days=7)
+    old = email_task(person, gmail, "g1", "Old ask", email_received_at=week_ago, due_date=today - timedelta(days=3))
+    for n in range(55):  # more than a page of tasks due in the ordinary way
+        task_create(user=person, title=f"Task {n}", due_date=today + timedelta(days=n))
+    body = client.get("/").content.decode()
+    assert body.count(EARLIER) == 1
+    more = re.search(r'id="load-more-button" hx-get="([^"]+)"', body)
+    assert more is not None
+    page_two = client.get(more[1].replace("&amp;", "&"), headers=HTMX).content.decode()
+    assert "Task 54" in page_two and EARLIER not in page_two
+
+    old.status = Task.Status.DONE
+    old.save(update_fields=["status"])
+    assert EARLIER not in client.get("/").content.decode()
