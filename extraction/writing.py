@@ -18,7 +18,7 @@ from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.prompt import temp_id
 from extraction.reading import SourcedEmail
 from extraction.runrecord import RunRecord
-from extraction.services import LedgerEntry, ledger_record
+from extraction.services import INBOX, LedgerEntry, ledger_record
 from tasks.services import EmailCopy, EmailTaskRow, task_insert_from_emails, task_link_copies
 
 logger = logging.getLogger(__name__)
@@ -31,14 +31,14 @@ class BatchWriter:
         self.record = record
         # Emails sent to Gemini in this run and not yet written, by Message-ID, with the copies of each that
         # reached another mailbox in the same run: those ride along, written (linked) with their original.
-        self.riders: dict[str, list[SourcedEmail]] = {}
+        self.riders: dict[tuple[str, str], list[SourcedEmail]] = {}
 
     def rides(self, item: SourcedEmail) -> bool:
         """Whether this email is a copy of one already on its way to Gemini in this run (a batch in flight,
         or earlier in this one): it is not sent again but written with that one, in its transaction, so that
         neither a copy is recorded before its task exists nor the task without the copy's link."""
-        key = item.email.internet_message_id
-        if not key:
+        key = item.copy_key  # within one purpose: sent mail and inbox mail are each read once
+        if not item.email.internet_message_id:
             return False
         if key in self.riders:
             self.riders[key].append(item)
@@ -53,15 +53,18 @@ class BatchWriter:
 
     def quarantine(self, item: SourcedEmail, error: LLMError) -> None:
         """Set the email aside, and its copies that reached other mailboxes in this run with it."""
-        for each in (item, *self.riders.pop(item.email.internet_message_id, [])):
+        for each in (item, *self.riders.pop(item.copy_key, [])):
             self.set_aside(
                 each.mailbox.integration.pk,
                 each.email.message_id,
                 f"llm_{error.code}: {error.message}",
                 conversation_key=each.email.conversation_key,
+                purpose=each.mailbox.purpose,
             )
 
-    def set_aside(self, integration_id: int, message_id: str, reason: str, *, conversation_key: str = "") -> None:
+    def set_aside(
+        self, integration_id: int, message_id: str, reason: str, *, conversation_key: str = "", purpose: str = INBOX
+    ) -> None:
         """Quarantine one email durably: in the ledger (so the cursor may pass it), replayable by a person."""
         run = self.record.run
         with transaction.atomic():
@@ -75,6 +78,7 @@ class BatchWriter:
                         0,
                         reason,
                         conversation_key=conversation_key,
+                        purpose=purpose,
                     )
                 ],
                 run_id=run.pk,
@@ -101,7 +105,7 @@ class BatchWriter:
         mail not read, recorded with its reason (handled: the cursor may pass it)."""
         rows: list[EmailTaskRow] = []
         entries: list[LedgerEntry] = []
-        copies = [*copies, *(rider for item in batch for rider in self.riders.pop(item.email.internet_message_id, []))]
+        copies = [*copies, *(rider for item in batch for rider in self.riders.pop(item.copy_key, []))]
         for index, item in enumerate(batch):
             assert result is not None
             email, integration = item.email, item.mailbox.integration
@@ -138,6 +142,7 @@ class BatchWriter:
                     f"ungrounded:{ungrounded}" if ungrounded else "",
                     email_key=email.internet_message_id,
                     conversation_key=email.conversation_key,
+                    purpose=item.mailbox.purpose,
                 )
             )
         linked = [
@@ -159,6 +164,7 @@ class BatchWriter:
                 "read through another mailbox",
                 email_key=item.email.internet_message_id,
                 conversation_key=item.email.conversation_key,
+                purpose=item.mailbox.purpose,
             )
             for item in copies
         ]
@@ -173,6 +179,7 @@ class BatchWriter:
                 sender=item.email.sender,
                 subject=item.email.subject,
                 conversation_key=item.email.conversation_key,
+                purpose=item.mailbox.purpose,
             )
             for item, reason in skipped
         ]
