@@ -104,6 +104,10 @@ class PushChannel(TimeStampedModel):
     external_id = models.CharField(max_length=255, db_index=True)
     secret_encrypted = models.TextField(blank=True, editable=False)  # Graph clientState, encrypted
     expires_at = models.DateTimeField()
+    # Graph only, while the mailbox's Sent mail is read: the subscription on its sentitems folder, with the same
+    # clientState, renewed and checked with the inbox's (a Gmail watch covers both labels in one).
+    sent_external_id = models.CharField(max_length=255, blank=True, db_index=True)
+    sent_expires_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=200, blank=True)
 
     class Meta:
