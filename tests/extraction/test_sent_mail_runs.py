@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from accounts.models import User
 from extraction.llm import GeminiClient, LLMResult
@@ -20,6 +21,7 @@ from integrations.models import SyncCursor
 from sandbox.client import SandboxClient
 from tests.conftest import GmailBox, OutlookBox, run_extraction
 from tests.extraction.test_conversations import prompts
+from tests.extraction.test_views import _mailbox_item
 from tests.mail import ask, rfc822
 
 pytestmark = pytest.mark.django_db
@@ -184,3 +186,18 @@ def test_an_expired_sent_cursor_resyncs_sent_mail_only(
     cursors = dict(SyncCursor.objects.filter(integration=gmail.integration).values_list("purpose", "generation"))
     assert cursors == {INBOX: 1, SENT: 2}
     assert ledger(INBOX) == {received_id} and ledger(SENT) == {sent_id}
+
+
+def test_sent_mail_left_out_of_the_last_run_is_a_warning_naming_it(
+    client: Client, gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    run_extraction(consenting_user)
+    sandbox.fault("gmail", 503, route="labelId=SENT", times=None)
+    assert run_extraction(consenting_user).error_code == "partial"
+    client.force_login(consenting_user)
+
+    item = _mailbox_item(client.get("/mailboxes/").content.decode(), gmail.integration.pk)
+    home = client.get("/").content.decode()
+
+    assert 'data-healthy="false"' in item
+    assert f"not all of Gmail {gmail.address} (Sent mail)" in home
