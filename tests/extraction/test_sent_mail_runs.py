@@ -16,6 +16,7 @@ from extraction.llm import GeminiClient, LLMResult
 from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.pipeline import extraction_run_execute
 from extraction.prompt import Prompt
+from extraction.services import ledger_replay
 from integrations.mail.message import Email
 from integrations.models import SyncCursor
 from sandbox.client import SandboxClient
@@ -201,3 +202,25 @@ def test_sent_mail_left_out_of_the_last_run_is_a_warning_naming_it(
 
     assert 'data-healthy="false"' in item
     assert f"not all of Gmail {gmail.address} (Sent mail)" in home
+
+
+def test_a_quarantined_sent_email_replayed_is_read_again_as_sent_mail(
+    gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    run_extraction(consenting_user)
+    sent_id = send(sandbox, gmail, "I'll send the poisoned draft tonight.")
+    sandbox.fault("gemini", 400, match="poisoned draft", times=None)  # Gemini refuses this email every time
+    assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
+    quarantined = ProcessedEmail.objects.get(message_id=sent_id)
+    assert (quarantined.purpose, quarantined.outcome) == (SENT, ProcessedEmail.Outcome.QUARANTINED)
+    sandbox.clear_faults("gemini")
+
+    assert ledger_replay(entries=[quarantined]) == 1
+    run, llm = run_recorded(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert [(e.message_id, e.folder) for e in llm.seen] == [(sent_id, "sent")]  # as sent mail, once
+    row = ProcessedEmail.objects.get(message_id=sent_id)
+    assert row.purpose == SENT and row.outcome != ProcessedEmail.Outcome.QUARANTINED
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.backfill_pending == []
