@@ -136,7 +136,10 @@ def access_token_authenticate(*, secret: str) -> User | None:
 
 @transaction.atomic
 def consent_grant(*, user: User) -> AIConsent:
-    """Record consent to the current text. An older version still in force is closed first."""
+    """Record consent to the current text. An older version still in force is closed first. A text that
+    covers Sent mail makes a Sent cursor for each mailbox that has none (read from two weeks before now)."""
+    from integrations.services import sent_cursors_open
+
     now = timezone.now()
     current = AIConsent.objects.select_for_update().filter(user=user, revoked_at__isnull=True).first()
     if current is not None:
@@ -144,7 +147,9 @@ def consent_grant(*, user: User) -> AIConsent:
             return current
         current.revoked_at = now
         current.save(update_fields=["revoked_at"])
-    return AIConsent.objects.create(user=user, text_version=CONSENT_VERSION, granted_at=now)
+    consent = AIConsent.objects.create(user=user, text_version=CONSENT_VERSION, granted_at=now)
+    sent_cursors_open(user=user)
+    return consent
 
 
 def consent_revoke(*, user: User) -> int:

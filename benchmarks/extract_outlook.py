@@ -174,7 +174,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     window_start = datetime.now(UTC) - timedelta(days=settings.MAIL_BACKFILL_DAYS)  # not after the cursor's
     connect_graph = graph_counts(client.requests("graph"))
     connect_identity = identity_counts(client.requests("microsoft"))
-    cursor = SyncCursor.objects.get(integration=integration)
+    cursor = SyncCursor.objects.get(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION)
 
     # The first run: the filtered initial delta of an empty mailbox, which gives the first deltaLink.
     client.clear_requests()

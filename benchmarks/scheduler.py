@@ -96,7 +96,7 @@ def seed(people: int, sample: int, client: Any) -> list[Any]:
         ],
         batch_size=2000,
     )
-    gmail_filter = filter_hash(CURSOR_FILTERS[Integration.Provider.GMAIL])
+    gmail_filter = filter_hash(CURSOR_FILTERS[(Integration.Provider.GMAIL, SyncCursor.Purpose.TASK_EXTRACTION)])
     SyncCursor.objects.bulk_create(
         [SyncCursor(integration=i, value="100000", filter_hash=gmail_filter) for i in mailboxes], batch_size=2000
     )

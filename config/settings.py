@@ -468,6 +468,10 @@ MAIL_BACKFILL_DAYS = env_int("MAIL_BACKFILL_DAYS", 7, minimum=0)
 EXTRACTION_RESYNC_MARGIN_MINUTES = env_int("EXTRACTION_RESYNC_MARGIN_MINUTES", 60, minimum=0)
 EXTRACTION_RESYNC_MAX_MESSAGES = env_int("EXTRACTION_RESYNC_MAX_MESSAGES", 5000, minimum=1)
 MAIL_BACKFILL_MAX_MESSAGES = env_int("MAIL_BACKFILL_MAX_MESSAGES", 100, minimum=0)
+# The first read of a mailbox's Sent mail (after connect, or after consent to reading it): the newest
+# MAIL_SENT_BACKFILL_MAX_MESSAGES of the last MAIL_SENT_BACKFILL_DAYS; the rest of that window is counted.
+MAIL_SENT_BACKFILL_DAYS = env_int("MAIL_SENT_BACKFILL_DAYS", 14, minimum=0)
+MAIL_SENT_BACKFILL_MAX_MESSAGES = env_int("MAIL_SENT_BACKFILL_MAX_MESSAGES", 100, minimum=0)
 # The polling safety net: every EXTRACTION_SCAN_SECONDS, beat requests a run for each mailbox not read
 # successfully for EXTRACTION_SCHEDULE_MINUTES (push or no push), or rung but not read since.
 EXTRACTION_SCAN_SECONDS = env_int("EXTRACTION_SCAN_SECONDS", 60, minimum=1)

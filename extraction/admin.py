@@ -95,8 +95,8 @@ class ExtractionRunAdmin(RecordAdminMixin, admin.ModelAdmin[ExtractionRun]):
 
 @admin.register(ProcessedEmail)
 class ProcessedEmailAdmin(RecordAdminMixin, admin.ModelAdmin[ProcessedEmail]):
-    list_display = ("message_id", "integration", "outcome", "tasks_created", "attempts", "run", "created_at")
-    list_filter = ("outcome", "integration__provider")
+    list_display = ("message_id", "integration", "purpose", "outcome", "tasks_created", "attempts", "run", "created_at")
+    list_filter = ("outcome", "purpose", "integration__provider")
     search_fields = ("=message_id", "=email_key", "=integration__account_address", "=integration__user__email")
     search_help_text = "A message id, an email's Message-ID, or a mailbox's or its owner's email address."
     list_select_related = ("integration", "run")
@@ -117,8 +117,8 @@ class ProcessedEmailAdmin(RecordAdminMixin, admin.ModelAdmin[ProcessedEmail]):
 
 @admin.register(FetchFailure)
 class FetchFailureAdmin(RecordAdminMixin, admin.ModelAdmin[FetchFailure]):
-    list_display = ("message_id", "integration", "attempts", "last_error_code", "updated_at")
-    list_filter = ("last_error_code", "integration__provider")
+    list_display = ("message_id", "integration", "purpose", "attempts", "last_error_code", "updated_at")
+    list_filter = ("last_error_code", "purpose", "integration__provider")
     search_fields = ("=message_id", "=integration__account_address", "=integration__user__email")
     search_help_text = "A message id, or a mailbox's or its owner's email address."
     list_select_related = ("integration",)

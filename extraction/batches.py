@@ -169,11 +169,9 @@ class BatchCalls:
         with connection.execute_wrapper(counter):
             # The same message reached another mailbox of the person and was read there: it is not sent to
             # Gemini again, only linked (one task per email, whichever mailbox it came through).
-            handled = email_keys_handled(
-                user_id=self.record.run.user_id, keys=[item.email.internet_message_id for item in batch]
-            )
-        copies = [item for item in batch if item.email.internet_message_id in handled]
-        unread = [item for item in batch if item.email.internet_message_id not in handled]
+            handled = email_keys_handled(user_id=self.record.run.user_id, keys=[item.copy_key for item in batch])
+        copies = [item for item in batch if item.copy_key in handled]
+        unread = [item for item in batch if item.copy_key not in handled]
         # Bulk mail (newsletters, notifications, mailing lists) is not sent: recorded as skipped, with why.
         reasons = [(item, self._bulk_reason(item)) for item in unread]  # once per email
         skipped = [(item, reason) for item, reason in reasons if reason]
@@ -247,7 +245,7 @@ class BatchCalls:
         email = item.email
         if muted := self.muted.get(parseaddr(email.sender)[1].lower()):
             return muted
-        if self.choices.read_bulk_mail or item.email.message_id in item.mailbox.integration.read_anyway:
+        if self.choices.read_bulk_mail or item.queued_id in item.mailbox.integration.read_anyway:
             return None
         if parseaddr(email.sender)[1].lower() in self.always_read:
             return None

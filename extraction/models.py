@@ -112,6 +112,9 @@ class ProcessedEmail(TimeStampedModel):
         SKIPPED = "skipped", "Skipped (bulk mail)"  # not sent to Gemini; `last_error` is "bulk:<reason>"
 
     integration = models.ForeignKey("integrations.Integration", on_delete=models.CASCADE, related_name="ledger")
+    # Which cursor listed it (SyncCursor.Purpose): mail sent to oneself is one message in Inbox and Sent, read
+    # once under each.
+    purpose = models.CharField(max_length=32, default="task_extraction", db_default="task_extraction")
     message_id = models.CharField(max_length=512)
     # The email's Message-ID: a copy of it reaching another mailbox of the person is not read again.
     email_key = models.CharField(max_length=512, blank=True)
@@ -127,7 +130,9 @@ class ProcessedEmail(TimeStampedModel):
     subject = models.CharField(max_length=300, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["integration", "message_id"], name="ledger_once_per_email")]
+        constraints = [
+            models.UniqueConstraint(fields=["integration", "purpose", "message_id"], name="ledger_once_per_purpose")
+        ]
         indexes = [
             models.Index(fields=["email_key"], condition=~models.Q(email_key=""), name="ledger_email_key"),
             # The admin's search by a message id alone (the unique index leads with the mailbox).
@@ -146,6 +151,7 @@ class FetchFailure(TimeStampedModel):
     blocks its mailbox. Until then its mailbox's cursor does not move past it."""
 
     integration = models.ForeignKey("integrations.Integration", on_delete=models.CASCADE, related_name="+")
+    purpose = models.CharField(max_length=32, default="task_extraction", db_default="task_extraction")
     message_id = models.CharField(max_length=512)
     attempts = models.PositiveIntegerField(default=0)
     last_error_code = models.CharField(max_length=64, blank=True)
@@ -153,7 +159,9 @@ class FetchFailure(TimeStampedModel):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["integration", "message_id"], name="one_fetch_failure_per_email")
+            models.UniqueConstraint(
+                fields=["integration", "purpose", "message_id"], name="one_fetch_failure_per_purpose"
+            )
         ]
         # The admin's search by a message id alone. A row waits here until its mailbox is read past it: few
         # while mail reads well, one per unread email of every mailbox while a provider fails single reads.

@@ -33,10 +33,10 @@ from extraction.models import INTERRUPTED, ExtractionRun, FetchFailure
 from extraction.prompt import PROMPT_VERSION
 from extraction.reading import Mailbox, MailboxReader
 from extraction.runrecord import INFRASTRUCTURE_ERRORS, LEASE_LOST, LeaseBusy, RunRecord, RunStopped
-from extraction.services import lease_acquire, lease_give_back, lease_release, lease_unlock
+from extraction.services import lease_acquire, lease_give_back, lease_release, lease_unlock, queued_id
 from extraction.writing import BatchWriter
 from integrations.models import Integration, SyncCursor
-from integrations.services import CURSOR_FILTERS, filter_hash, integration_save_refreshed_credentials
+from integrations.services import cursor_filter_hash, integration_save_refreshed_credentials
 
 __all__ = ["ExtractionPipeline", "LeaseBusy", "RunStopped", "extraction_run_execute"]
 
@@ -80,7 +80,7 @@ class ExtractionPipeline:
                 deliveries=F("deliveries") + 1,
             )
             self._check_consent()
-            self.reader.open()
+            self.reader.open(read_sent=self.choices.read_sent)
             calls = BatchCalls(
                 self.record,
                 self.llm,
@@ -142,9 +142,9 @@ class ExtractionPipeline:
         with transaction.atomic():
             if not lease_give_back(user_id=self.run.user_id, token=self.record.token):
                 raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
-            for mailbox in self.reader.mailboxes:
-                if not mailbox.held_back and self._mark_read(mailbox, now):
-                    reports[str(mailbox.integration.pk)]["after"] = mailbox.new_cursor
+            for group in self._by_integration():
+                for mailbox in self._mark_read(group, now):
+                    reports[mailbox.key]["after"] = mailbox.new_cursor
             left_out = [m for m in self.reader.mailboxes if m.held_back]
             ExtractionRun.objects.filter(pk=self.run.pk).update(
                 status=ExtractionRun.Status.SUCCEEDED,
@@ -159,60 +159,80 @@ class ExtractionPipeline:
         crash_point("after_commit")
         self._save_credentials()
 
-    def _mark_read(self, mailbox: Mailbox, now: datetime) -> bool:
-        """Inside the commit: move the mailbox's cursor, a compare-and-swap on the value the run started
-        from, and record a successful read. False when the mailbox was disconnected during the run."""
-        started_at = SyncCursor.objects.filter(pk=mailbox.cursor.pk, value=mailbox.cursor.value)
-        integrations = Integration.objects.filter(pk=mailbox.integration.pk)
-        if mailbox.new_cursor != mailbox.cursor.value or mailbox.resync:
-            changes: dict[str, Any] = {"value": mailbox.new_cursor, "updated_at": now}
-            if mailbox.resync:  # a new generation, for the query we run now
-                changes.update(
-                    generation=F("generation") + 1,
-                    filter_hash=filter_hash(CURSOR_FILTERS[mailbox.integration.provider]),
-                )
-            if started_at.update(**changes) != 1:
-                return self._cursor_changed(mailbox)
-        else:
-            # Listed up to where it stood (no new history): nothing to write to the cursor, and the compare
-            # rides on the mailbox's own update (which a disconnect committed meanwhile also turns away).
-            integrations = integrations.filter(Exists(started_at)).exclude(status=Integration.Status.DISCONNECTED)
-        read: dict[str, Any] = {
-            "last_success_at": now,
-            "failure_count": 0,
-            "throttle_count": 0,
-            "retry_after": None,
-            "last_error_code": "",
-            "last_error": "",
-        }
-        if mailbox.backfill_ids:
+    def _by_integration(self) -> list[list[Mailbox]]:
+        """The run's mailboxes, each integration's purposes (inbox, Sent mail) together."""
+        groups: dict[int, list[Mailbox]] = {}
+        for mailbox in self.reader.mailboxes:
+            groups.setdefault(mailbox.integration.pk, []).append(mailbox)
+        return list(groups.values())
+
+    def _mark_read(self, group: list[Mailbox], now: datetime) -> list[Mailbox]:
+        """Inside the commit: move the cursor of each purpose of one integration that is not held back, each a
+        compare-and-swap on the value the run started from, and record what was read on the mailbox. A
+        purpose held back holds only its own cursor; the mailbox counts as read successfully (its failures
+        and throttle forgotten) only when every purpose of it was. Returns the purposes moved: none when
+        the mailbox was disconnected during the run."""
+        moving = [m for m in group if not m.held_back]
+        if not moving:
+            return []
+        integration = moving[0].integration
+        integrations = Integration.objects.filter(pk=integration.pk)
+        for mailbox in moving:
+            started_at = SyncCursor.objects.filter(pk=mailbox.cursor.pk, value=mailbox.cursor.value)
+            if mailbox.new_cursor != mailbox.cursor.value or mailbox.resync:
+                changes: dict[str, Any] = {"value": mailbox.new_cursor, "updated_at": now}
+                if mailbox.resync:  # a new generation, for the query we run now
+                    changes.update(
+                        generation=F("generation") + 1,
+                        filter_hash=cursor_filter_hash(provider=integration.provider, purpose=mailbox.purpose),
+                    )
+                if started_at.update(**changes) != 1:
+                    return self._cursor_changed(mailbox)
+            else:
+                # Listed up to where it stood (no new history): nothing to write to the cursor, and the compare
+                # rides on the mailbox's own update (which a disconnect committed meanwhile also turns away).
+                integrations = integrations.filter(Exists(started_at)).exclude(status=Integration.Status.DISCONNECTED)
+        read: dict[str, Any] = {"updated_at": now}
+        if len(moving) == len(group):
+            read.update(
+                last_success_at=now,
+                failure_count=0,
+                throttle_count=0,
+                retry_after=None,
+                last_error_code="",
+                last_error="",
+            )
+        if any(m.backfill_ids for m in moving):
             # Only the queued ids this run read leave the queue: one replayed meanwhile stays for the next.
             queued = integrations.select_for_update().values_list("backfill_pending", "read_anyway").first()
             if queued is None:
-                return self._cursor_changed(mailbox)
-            read_queue = set(mailbox.backfill_ids)  # a set: thousands of replayed ids stay linear
+                return self._cursor_changed(moving[0])
+            # A set: thousands of replayed ids stay linear.
+            read_queue = {queued_id(m.purpose, i) for m in moving for i in m.backfill_ids}
             read["backfill_pending"] = [i for i in queued[0] if i not in read_queue]
             read["read_anyway"] = [i for i in queued[1] if i not in read_queue]
-        if mailbox.resync:
+        resynced = [m for m in moving if m.resync]
+        if resynced:
             read.update(
                 resynced_at=now,
-                resync_reason=mailbox.resync,
-                resynced_since=mailbox.resync_since,
-                resync_not_read=mailbox.not_read,
+                resync_reason=resynced[0].resync,
+                resynced_since=min(m.resync_since for m in resynced if m.resync_since),
+                resync_not_read=sum(m.not_read for m in resynced),
             )
         if integrations.update(**read) != 1:
-            return self._cursor_changed(mailbox)
-        if mailbox.had_fetch_failures or mailbox.pending_ids:
-            # Every message is read or set aside now: their failed reads are forgotten. (Only a runner
-            # records them, so a mailbox that had none when this run opened it, and read nothing, has none.)
-            FetchFailure.objects.filter(integration_id=mailbox.integration.pk).delete()
-        return True
+            return self._cursor_changed(moving[0])
+        for mailbox in moving:
+            if mailbox.had_fetch_failures or mailbox.pending_ids:
+                # Every message is read or set aside now: their failed reads are forgotten. (Only a runner
+                # records them, so a purpose that had none when this run opened it, and read nothing, has none.)
+                FetchFailure.objects.filter(integration_id=integration.pk, purpose=mailbox.purpose).delete()
+        return moving
 
-    def _cursor_changed(self, mailbox: Mailbox) -> bool:
-        """The cursor is not where the run found it: False when it is gone with its mailbox (disconnected
+    def _cursor_changed(self, mailbox: Mailbox) -> list[Mailbox]:
+        """The cursor is not where the run found it: nothing when it is gone with its mailbox (disconnected
         during the run: there is no cursor to move any more); otherwise nothing is moved, and the run fails."""
         if not SyncCursor.objects.filter(pk=mailbox.cursor.pk).exists():
-            return False
+            return []
         transaction.set_rollback(True)
         raise RunStopped(
             ExtractionRun.Status.FAILED,
@@ -223,9 +243,11 @@ class ExtractionPipeline:
     def _save_credentials(self) -> None:
         """Keep what a token refresh changed. After the outcome is recorded: a failure here is logged,
         never allowed to rewrite the run's record."""
+        saved: set[int] = set()
         for mailbox in self.reader.mailboxes:
-            if mailbox.provider is None:
-                continue
+            if mailbox.provider is None or mailbox.integration.pk in saved:
+                continue  # the purposes of a mailbox share its client
+            saved.add(mailbox.integration.pk)
             try:
                 integration_save_refreshed_credentials(integration=mailbox.integration, provider=mailbox.provider)
             except Exception:  # the run's outcome is already committed

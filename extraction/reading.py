@@ -2,16 +2,21 @@
 listed (or, when the cursor expired or its query changed, a resync; on the first read, a bounded backfill),
 then its messages fetched in provider batches, one batch ahead, as the stream is consumed. Nothing here
 moves a cursor: the pipeline's commit does, once everything read is handled (DESIGN §1).
+
+A mailbox is read once per cursor purpose its person's consent covers: its inbox, and its Sent mail
+(`SyncCursor.Purpose.SENT_MAIL`, its emails marked `folder="sent"`). Each purpose has its own cursor, ledger
+rows, failed reads and queue, so one that fails holds back only its own cursor.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
 from django.db import transaction
@@ -23,14 +28,22 @@ from extraction.crashpoints import crash_point
 from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.runrecord import RunRecord, RunStopped
 from extraction.selectors import fetch_failures_still_missing, nothing_to_read, resync_note
-from extraction.services import LedgerEntry, fetch_failure_record, ledger_known, ledger_record
-from integrations.models import Integration, SyncCursor
+from extraction.services import (
+    LedgerEntry,
+    fetch_failure_record,
+    ledger_known,
+    ledger_record,
+    queued_id,
+    queued_ids,
+)
+from integrations.models import FIRST_READ, Integration, SyncCursor
 from integrations.providers.base import (
     CursorExpired,
     Delta,
     Email,
     Fetched,
     MailProvider,
+    ProviderAuthError,
     ProviderError,
     ProviderNotFound,
     ProviderRateLimited,
@@ -50,7 +63,8 @@ DELETION_CONFIRM_AFTER = timedelta(seconds=60)
 
 @dataclass
 class Mailbox:
-    """One integration during a run: its client, the cursor it started from and the one it would move to."""
+    """One integration during a run, for one purpose (its inbox, or its Sent mail): its client, the cursor it
+    started from and the one it would move to."""
 
     integration: Integration
     provider: MailProvider | None  # None: no client could be made (it is then `failed`)
@@ -66,6 +80,26 @@ class Mailbox:
     resync_since: datetime | None = None
     not_read: int = 0
     unread: dict[str, ProviderError] = field(default_factory=dict)  # messages that failed to read this run
+    first_read_since: datetime | None = None  # the first read of Sent mail: from when it was read
+
+    @property
+    def purpose(self) -> str:
+        return self.cursor.purpose
+
+    @property
+    def folder(self) -> Literal["inbox", "sent"]:
+        return self.cursor.folder
+
+    @property
+    def key(self) -> str:
+        """Its report's key in the run record: the integration's id for the inbox (as every reader of run
+        records knows it), "<id>:sent" for its Sent mail."""
+        pk = str(self.integration.pk)
+        return pk if self.folder == "inbox" else f"{pk}:{self.folder}"
+
+    @property
+    def name(self) -> str:
+        return str(self.integration) if self.folder == "inbox" else f"{self.integration} (Sent mail)"
 
     @property
     def held_back(self) -> bool:
@@ -86,6 +120,7 @@ class Mailbox:
         return {
             "provider": self.integration.provider,
             "address": self.integration.account_address,
+            "folder": self.folder,
             "before": self.cursor.value,
             "fetched": self.new_cursor or None,  # read up to here (not saved): a doorbell before it is covered
             "after": None,
@@ -99,6 +134,12 @@ class Mailbox:
         }
 
     def resync_note(self) -> str:
+        if self.first_read_since is not None:
+            local = timezone.localtime(self.first_read_since)
+            note = f"First read of your Sent mail: what you sent since {local:%d %b %Y %H:%M} ({local:%Z})."
+            if self.not_read:
+                note += f" {self.not_read} older sent email(s) of that time were over the bound and were not read."
+            return note
         return resync_note(reason=self.resync, since=self.resync_since, not_read=self.not_read)
 
 
@@ -106,6 +147,16 @@ class Mailbox:
 class SourcedEmail:
     mailbox: Mailbox
     email: Email
+
+    @property
+    def copy_key(self) -> tuple[str, str]:
+        """What makes two emails copies of one (read once, linked): their Message-ID, within one purpose."""
+        return (self.mailbox.purpose, self.email.internet_message_id)
+
+    @property
+    def queued_id(self) -> str:
+        """Its id as its mailbox's queues hold it (`read_anyway`, `backfill_pending`)."""
+        return queued_id(self.mailbox.purpose, self.email.message_id)
 
 
 class MailboxReader:
@@ -117,18 +168,24 @@ class MailboxReader:
         self.writer = writer
         self.mailboxes: list[Mailbox] = []
 
-    def open(self) -> None:
-        # Each active mailbox with its cursor (one without a cursor has nothing to read from), in the
-        # mailboxes' own order, and whether messages of it failed to read before (the commit forgets them).
-        cursors = (
+    def open(self, *, read_sent: bool = False) -> None:
+        # Each active mailbox with its cursors (one without a cursor has nothing to read from), in the
+        # mailboxes' own order, its inbox before its Sent mail, and whether messages of each purpose failed to
+        # read before (the commit forgets them). Sent mail only under a consent that covers it.
+        purposes: list[str] = [
+            SyncCursor.Purpose.TASK_EXTRACTION,
+            *([SyncCursor.Purpose.SENT_MAIL] if read_sent else []),
+        ]
+        failures = FetchFailure.objects.filter(integration_id=OuterRef("integration_id"), purpose=OuterRef("purpose"))
+        cursors = sorted(
             SyncCursor.objects.filter(
                 integration__user_id=self.record.run.user_id,
                 integration__status=Integration.Status.ACTIVE,
-                purpose=SyncCursor.Purpose.TASK_EXTRACTION,
+                purpose__in=purposes,
             )
             .select_related("integration")
-            .annotate(fetch_failures=Exists(FetchFailure.objects.filter(integration_id=OuterRef("integration_id"))))
-            .order_by("integration__provider", "integration__account_address")
+            .annotate(fetch_failures=Exists(failures)),
+            key=lambda c: (c.integration.provider, c.integration.account_address, purposes.index(c.purpose)),
         )
         for cursor in cursors:
             with log_context(integration_id=cursor.integration_id):
@@ -145,6 +202,17 @@ class MailboxReader:
             raise RunStopped(ExtractionRun.Status.FAILED, first.code, self.left_out_message())
 
     def _open_mailbox(self, cursor: SyncCursor) -> None:
+        # Both purposes of a mailbox share its row and its client (one sign-in, refreshed once); what the
+        # whole mailbox failed on (its sign-in refused, a throttle) leaves its other purpose out without a call.
+        sibling = next((m for m in self.mailboxes if m.integration.pk == cursor.integration_id), None)
+        if sibling is not None:
+            cursor.integration = sibling.integration
+            if isinstance(sibling.failed, ProviderAuthError | ProviderRateLimited) or (
+                sibling.failed is not None and sibling.provider is None
+            ):
+                mailbox = Mailbox(sibling.integration, None, cursor, failed=sibling.failed)
+                self.mailboxes.append(mailbox)
+                return
         integration = cursor.integration
         if integration.retry_after and integration.retry_after > timezone.now():
             # The provider asked us to wait: leave the mailbox out until then, cursor untouched.
@@ -157,7 +225,7 @@ class MailboxReader:
         try:
             mailbox = Mailbox(
                 integration,
-                integration_provider(integration=integration),
+                sibling.provider if sibling and sibling.provider else integration_provider(integration=integration),
                 cursor,
                 had_fetch_failures=cursor.fetch_failures,  # type: ignore[attr-defined]  # annotated by the query
             )
@@ -175,9 +243,11 @@ class MailboxReader:
         try:
             if mailbox.resync:
                 delta = self._resync(mailbox)
+            elif mailbox.purpose == SyncCursor.Purpose.SENT_MAIL and mailbox.cursor.value == FIRST_READ:
+                delta = self._first_read(mailbox)
             else:
                 try:
-                    delta = mailbox.provider.fetch_delta(mailbox.cursor.value)
+                    delta = mailbox.provider.fetch_delta(mailbox.cursor.value, folder=mailbox.folder)
                 except CursorExpired:
                     mailbox.resync = "expired"
                     delta = self._resync(mailbox)
@@ -185,10 +255,10 @@ class MailboxReader:
         except ProviderError as error:
             self._leave_out(mailbox, error)
             return
-        mailbox.backfill_ids = list(mailbox.integration.backfill_pending)
+        mailbox.backfill_ids = queued_ids(mailbox.purpose, mailbox.integration.backfill_pending)
         new_ids = self._bound_backfill(mailbox, delta) if delta.backfill else delta.message_ids
         candidates = list(dict.fromkeys([*mailbox.backfill_ids, *new_ids]))
-        known = ledger_known(integration_id=mailbox.integration.pk, message_ids=candidates)
+        known = ledger_known(integration_id=mailbox.integration.pk, message_ids=candidates, purpose=mailbox.purpose)
         mailbox.new_cursor = delta.new_cursor
         mailbox.pending_ids = [i for i in candidates if i not in known]
         if candidates:
@@ -205,22 +275,39 @@ class MailboxReader:
         assert mailbox.provider is not None
         last_read = mailbox.integration.last_success_at or mailbox.cursor.updated_at
         mailbox.resync_since = last_read - timedelta(minutes=settings.EXTRACTION_RESYNC_MARGIN_MINUTES)
-        integration_id = mailbox.integration.pk
+        integration_id, purpose = mailbox.integration.pk, mailbox.purpose
         delta = mailbox.provider.resync(
             mailbox.resync_since,
             settings.EXTRACTION_RESYNC_MAX_MESSAGES,
             cursor=mailbox.cursor.value,
-            handled=lambda ids: ledger_known(integration_id=integration_id, message_ids=ids),
+            handled=lambda ids: ledger_known(integration_id=integration_id, message_ids=ids, purpose=purpose),
+            folder=mailbox.folder,
         )
         mailbox.not_read = delta.not_read
         logger.warning(
-            "extraction run %s resyncs integration %s (%s): %d emails listed, %d over the bound",
+            "extraction run %s resyncs integration %s %s (%s): %d emails listed, %d over the bound",
             self.record.run.pk,
             mailbox.integration.pk,
+            mailbox.folder,
             mailbox.resync,
             len(delta.message_ids),
             delta.not_read,
         )
+        return delta
+
+    @staticmethod
+    def _first_read(mailbox: Mailbox) -> Delta:
+        """The first read of a mailbox's Sent mail: what was sent in the MAIL_SENT_BACKFILL_DAYS before its
+        cursor was made (at connect, or when the consent came to cover Sent mail), the newest
+        MAIL_SENT_BACKFILL_MAX_MESSAGES of it; the rest of that window is counted as not read."""
+        assert mailbox.provider is not None
+        # A cursor that was never read has never been updated: when it was made, with the backfill's margin.
+        made_at = mailbox.cursor.updated_at - BACKFILL_MARGIN
+        mailbox.first_read_since = made_at - timedelta(days=settings.MAIL_SENT_BACKFILL_DAYS)
+        delta = mailbox.provider.first_read(
+            mailbox.first_read_since, settings.MAIL_SENT_BACKFILL_MAX_MESSAGES, folder=mailbox.folder
+        )
+        mailbox.not_read = delta.not_read
         return delta
 
     @staticmethod
@@ -246,9 +333,10 @@ class MailboxReader:
         mailbox.failed = error
         integration_mark_failed(integration=mailbox.integration, error=error)
         logger.warning(
-            "extraction run %s left out integration %s: %s",
+            "extraction run %s left out integration %s %s: %s",
             self.record.run.pk,
             mailbox.integration.pk,
+            mailbox.folder,
             error.code,
             extra={"integration_id": mailbox.integration.pk},
         )
@@ -290,7 +378,8 @@ class MailboxReader:
             if fetched.failed:
                 self._fetch_failed(mailbox, fetched.failed)
             for email in fetched.emails:
-                yield SourcedEmail(mailbox, email)
+                # The folder is the cursor's that listed it: Gmail lists mail sent to oneself in both.
+                yield SourcedEmail(mailbox, dataclasses.replace(email, folder=mailbox.folder))
         if ahead is not None:
             ahead.cancel()  # the mailbox was left out: what was fetched ahead is not used
 
@@ -314,6 +403,7 @@ class MailboxReader:
             integration_id=mailbox.integration.pk,
             message_ids=missing,
             before=timezone.now() - DELETION_CONFIRM_AFTER,
+            purpose=mailbox.purpose,
         )
         failed = {m: error for m, error in failed.items() if m not in deleted}
         with transaction.atomic():
@@ -321,7 +411,14 @@ class MailboxReader:
             if deleted:
                 ledger_record(
                     entries=[
-                        LedgerEntry(mailbox.integration.pk, i, ProcessedEmail.Outcome.NO_TASKS, 0, "deleted")
+                        LedgerEntry(
+                            mailbox.integration.pk,
+                            i,
+                            ProcessedEmail.Outcome.NO_TASKS,
+                            0,
+                            "deleted",
+                            purpose=mailbox.purpose,
+                        )
                         for i in deleted
                     ],
                     run_id=self.record.run.pk,
@@ -329,10 +426,16 @@ class MailboxReader:
             attempts = fetch_failure_record(
                 integration_id=mailbox.integration.pk,
                 failures={m: (error.code, error.message) for m, error in failed.items()},
+                purpose=mailbox.purpose,
             )
         for message_id, error in failed.items():
             if attempts.get(message_id, 0) >= settings.EXTRACTION_FETCH_ATTEMPTS:
-                self.writer.set_aside(mailbox.integration.pk, message_id, f"fetch_{error.code}: {error.message}")
+                self.writer.set_aside(
+                    mailbox.integration.pk,
+                    message_id,
+                    f"fetch_{error.code}: {error.message}",
+                    purpose=mailbox.purpose,
+                )
             else:
                 mailbox.unread[message_id] = error
         logger.warning(
@@ -344,14 +447,14 @@ class MailboxReader:
         )
 
     def reports(self) -> dict[str, dict[str, Any]]:
-        """What the run record says of each mailbox, by integration id."""
-        return {str(m.integration.pk): m.report() for m in self.mailboxes}
+        """What the run record says of each mailbox, by integration id (and ":sent" for its Sent mail)."""
+        return {m.key: m.report() for m in self.mailboxes}
 
     def left_out_message(self) -> str:
         parts = []
         for mailbox in self.mailboxes:
             if mailbox.failed is not None:
-                parts.append(f"{mailbox.integration} was left out: {mailbox.failed.message}")
+                parts.append(f"{mailbox.name} was left out: {mailbox.failed.message}")
             elif mailbox.unread:
-                parts.append(f"{mailbox.integration}: {mailbox.report()['error']}")
+                parts.append(f"{mailbox.name}: {mailbox.report()['error']}")
         return " ".join(parts)

@@ -74,7 +74,8 @@ def _may_run(user_ids: set[int], now: Any) -> set[int]:
     asked by Gemini to wait."""
     if not user_ids:
         return set()
-    consenting = AIConsent.objects.current().filter(user=OuterRef("pk"))
+    # Any consent in force: one to an earlier text reads as that text says (accounts/consent.py).
+    consenting = AIConsent.objects.in_force().filter(user=OuterRef("pk"))
     waiting = ExtractionRun.objects.filter(user=OuterRef("pk"), retry_after__gt=now)
     return set(
         User.objects.filter(pk__in=user_ids, is_active=True)
@@ -86,20 +87,34 @@ def _may_run(user_ids: set[int], now: Any) -> set[int]:
 
 def gmail_ring_covered(*, integration: Integration, history_id: int) -> bool:
     """Whether the mail a Gmail push announces is already read, or listed by the run in progress: its
-    history id is not past the saved cursor, nor past where the running run read to."""
-    cursor = SyncCursor.objects.filter(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).first()
-    if cursor is not None and cursor.value.isdigit() and int(cursor.value) >= history_id:
-        return True
+    history id is not past any of the mailbox's cursors (its inbox's, and its Sent mail's while that is read:
+    one watch rings for both labels, and the push does not say which), saved or where the running run read
+    to."""
+    cursors = SyncCursor.objects.filter(integration=integration).values_list("purpose", "value")
     running = ExtractionRun.objects.filter(user_id=integration.user_id, status=ExtractionRun.Status.RUNNING).first()
-    fetched = (running.mailboxes.get(str(integration.pk)) or {}).get("fetched") if running else None
-    return isinstance(fetched, str) and fetched.isdigit() and int(fetched) >= history_id
+    for purpose, value in cursors:
+        if not value or _position(value) >= history_id:
+            continue  # a Sent cursor not read yet is owed its first read, which no push announces: polling reads it
+        key = str(integration.pk) if purpose == SyncCursor.Purpose.TASK_EXTRACTION else f"{integration.pk}:sent"
+        fetched = (running.mailboxes.get(key) or {}).get("fetched") if running else None
+        if not isinstance(fetched, str) or _position(fetched) < history_id:
+            return False
+    return bool(cursors)
 
 
-def outlook_ring_covered(*, integration: Integration, message_ids: set[str]) -> bool:
-    """Whether every message a Graph notification names is already in the ledger."""
+def _position(cursor: str) -> int:
+    """A Gmail cursor's history id (a Sent cursor carries its folder first: "sent:123"); -1 for none yet."""
+    position = cursor.removeprefix("sent:")
+    return int(position) if position.isdigit() else -1
+
+
+def outlook_ring_covered(
+    *, integration: Integration, message_ids: set[str], purpose: str = SyncCursor.Purpose.TASK_EXTRACTION
+) -> bool:
+    """Whether every message a Graph notification names is already in the ledger of its subscription's purpose."""
     if not message_ids:
         return False
-    done = ProcessedEmail.objects.filter(integration=integration, message_id__in=message_ids).count()
+    done = ProcessedEmail.objects.filter(integration=integration, purpose=purpose, message_id__in=message_ids).count()
     return done == len(message_ids)
 
 

@@ -36,20 +36,23 @@ def run_is_being_run(*, run: ExtractionRun) -> bool:
     return ExtractionLease.objects.filter(user_id=run.user_id, run_id=run.pk).exists()
 
 
-def email_keys_handled(*, user_id: int, keys: list[str]) -> set[str]:
-    """Which of these Message-IDs the person's ledger holds as read (tasks written, or none to write),
-    through any mailbox. A copy that was set aside is not counted: the other copy may read fine."""
-    keys = [k for k in keys if k]
-    return set(
-        ProcessedEmail.objects.filter(
-            integration__user_id=user_id,
-            email_key__in=keys,
-            outcome__in=(ProcessedEmail.Outcome.TASKS, ProcessedEmail.Outcome.NO_TASKS),
-        ).values_list("email_key", flat=True)
-    )
+def email_keys_handled(*, user_id: int, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Which of these (purpose, Message-ID) the person's ledger holds as read (tasks written, or none to
+    write), through any mailbox, under that purpose: an email the person sent is read as sent mail once,
+    and as inbox mail once (it may have reached one of their inboxes too). A copy that was set aside is
+    not counted: the other copy may read fine."""
+    wanted = {(purpose, key) for purpose, key in keys if key}
+    rows = ProcessedEmail.objects.filter(
+        integration__user_id=user_id,
+        email_key__in={key for _, key in wanted},
+        outcome__in=(ProcessedEmail.Outcome.TASKS, ProcessedEmail.Outcome.NO_TASKS),
+    ).values_list("purpose", "email_key")
+    return {(str(purpose), str(key)) for purpose, key in rows} & wanted
 
 
-def fetch_failures_still_missing(*, integration_id: int, message_ids: list[str], before: datetime) -> set[str]:
+def fetch_failures_still_missing(
+    *, integration_id: int, message_ids: list[str], before: datetime, purpose: str = "task_extraction"
+) -> set[str]:
     """Which of `message_ids` (answered 404 just now) the provider already answered 404 for at `before` or
     earlier: a read in an earlier run that failed the same way, long enough ago that a passing fault would
     not last from one to the other."""
@@ -58,6 +61,7 @@ def fetch_failures_still_missing(*, integration_id: int, message_ids: list[str],
     return set(
         FetchFailure.objects.filter(
             integration_id=integration_id,
+            purpose=purpose,
             message_id__in=message_ids,
             last_error_code=ProviderNotFound.code,
             updated_at__lte=before,

@@ -248,6 +248,9 @@ def extraction_runs_reap() -> tuple[int, int]:
 # Ledger -------------------------------------------------------------------------------------------
 
 
+INBOX = "task_extraction"  # SyncCursor.Purpose.TASK_EXTRACTION: what every ledger row was before Sent mail
+
+
 @dataclass(frozen=True)
 class LedgerEntry:
     integration_id: int
@@ -259,6 +262,25 @@ class LedgerEntry:
     sender: str = ""  # skipped bulk mail, and mail set aside after it was read
     subject: str = ""
     conversation_key: str = ""  # the email's conversation (Email.conversation_key), when it was read
+    purpose: str = INBOX  # the cursor that listed it (SyncCursor.Purpose)
+
+
+def queued_id(purpose: str, message_id: str) -> str:
+    """How a message id is queued on its mailbox (`backfill_pending`, `read_anyway`) for the cursor that reads
+    it: an inbox id as it always was, one of Sent mail marked with its purpose, so that a replayed sent
+    email is read again as sent mail (and the inbox's reader never takes it)."""
+    return message_id if purpose == INBOX else f"{purpose}:{message_id}"
+
+
+def queued_ids(purpose: str, queue: list[str]) -> list[str]:
+    """The message ids of `queue` queued for the cursor of `purpose` (the inverse of queued_id)."""
+    if purpose == INBOX:
+        return [i for i in queue if not any(i.startswith(f"{p}:") for p in QUEUE_MARKS)]
+    mark = f"{purpose}:"
+    return [i[len(mark) :] for i in queue if i.startswith(mark)]
+
+
+QUEUE_MARKS = ("sent_mail",)  # every purpose but the inbox's (SyncCursor.Purpose)
 
 
 def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
@@ -266,21 +288,22 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
     now = timezone.now()
     sql = (
         f"INSERT INTO {ProcessedEmail._meta.db_table} "  # noqa: S608
-        "(integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, "
+        "(integration_id, purpose, message_id, outcome, tasks_created, last_error, email_key, sender, subject, "
         "conversation_key, attempts, run_id, created_at, updated_at) "
-        "SELECT integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, "
+        "SELECT integration_id, purpose, message_id, outcome, tasks_created, last_error, email_key, sender, subject, "
         "conversation_key, 1, %s, %s, %s "
-        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[], "
-        "%s::text[]) "
-        "AS t(integration_id, message_id, outcome, tasks_created, last_error, email_key, sender, subject, "
+        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::text[], "
+        "%s::text[], %s::text[]) "
+        "AS t(integration_id, purpose, message_id, outcome, tasks_created, last_error, email_key, sender, subject, "
         "conversation_key) "
-        "ON CONFLICT (integration_id, message_id) DO NOTHING"
+        "ON CONFLICT (integration_id, purpose, message_id) DO NOTHING"
     )
     params: list[Any] = [
         run_id,
         now,
         now,
         [e.integration_id for e in entries],
+        [e.purpose for e in entries],
         [db_text(e.message_id) for e in entries],
         [e.outcome for e in entries],
         [e.tasks_created for e in entries],
@@ -294,7 +317,9 @@ def ledger_record(*, entries: list[LedgerEntry], run_id: int) -> None:
         cursor.execute(sql, params)
 
 
-def fetch_failure_record(*, integration_id: int, failures: dict[str, tuple[str, str]]) -> dict[str, int]:
+def fetch_failure_record(
+    *, integration_id: int, failures: dict[str, tuple[str, str]], purpose: str = INBOX
+) -> dict[str, int]:
     """Count one more failed read of each message ({id: (error code, message)}), in one statement.
     Returns each message's failed reads so far, across runs."""
     if not failures:
@@ -303,10 +328,10 @@ def fetch_failure_record(*, integration_id: int, failures: dict[str, tuple[str, 
     table = FetchFailure._meta.db_table
     sql = (
         f"INSERT INTO {table} "  # noqa: S608
-        "(integration_id, message_id, attempts, last_error_code, last_error, created_at, updated_at) "
-        "SELECT %s, message_id, 1, code, error, %s, %s FROM unnest(%s::text[], %s::text[], %s::text[]) "
+        "(integration_id, purpose, message_id, attempts, last_error_code, last_error, created_at, updated_at) "
+        "SELECT %s, %s, message_id, 1, code, error, %s, %s FROM unnest(%s::text[], %s::text[], %s::text[]) "
         "AS t(message_id, code, error) "
-        f"ON CONFLICT (integration_id, message_id) DO UPDATE SET attempts = {table}.attempts + 1, "
+        f"ON CONFLICT (integration_id, purpose, message_id) DO UPDATE SET attempts = {table}.attempts + 1, "
         "last_error_code = EXCLUDED.last_error_code, last_error = EXCLUDED.last_error, "
         "updated_at = EXCLUDED.updated_at "
         "RETURNING message_id, attempts"
@@ -314,6 +339,7 @@ def fetch_failure_record(*, integration_id: int, failures: dict[str, tuple[str, 
     ids = list(failures)
     params: list[Any] = [
         integration_id,
+        purpose,
         now,
         now,
         [db_text(i) for i in ids],
@@ -325,14 +351,14 @@ def fetch_failure_record(*, integration_id: int, failures: dict[str, tuple[str, 
         return {str(message_id): int(attempts) for message_id, attempts in cursor.fetchall()}
 
 
-def ledger_known(*, integration_id: int, message_ids: list[str]) -> set[str]:
-    """Which of `message_ids` the ledger already holds for this mailbox."""
+def ledger_known(*, integration_id: int, message_ids: list[str], purpose: str = INBOX) -> set[str]:
+    """Which of `message_ids` the ledger already holds for this mailbox and purpose."""
     if not message_ids:
         return set()
     return set(
-        ProcessedEmail.objects.filter(integration_id=integration_id, message_id__in=message_ids).values_list(
-            "message_id", flat=True
-        )
+        ProcessedEmail.objects.filter(
+            integration_id=integration_id, purpose=purpose, message_id__in=message_ids
+        ).values_list("message_id", flat=True)
     )
 
 
@@ -350,7 +376,7 @@ def ledger_replay(*, entries: Iterable[ProcessedEmail]) -> int:
         return 0
     by_integration: dict[int, list[str]] = {}
     for entry in quarantined:
-        by_integration.setdefault(entry.integration_id, []).append(entry.message_id)
+        by_integration.setdefault(entry.integration_id, []).append(queued_id(entry.purpose, entry.message_id))
     now = timezone.now()
     with transaction.atomic():
         # A run's cursor commit rewrites the queue under the same lock, keeping the ids it did not read, so
@@ -361,9 +387,12 @@ def ledger_replay(*, entries: Iterable[ProcessedEmail]) -> int:
             .order_by("pk")
             .only("pk", "backfill_pending")
         )
+        by_cursor: dict[tuple[int, str], list[str]] = {}
+        for entry in quarantined:
+            by_cursor.setdefault((entry.integration_id, entry.purpose), []).append(entry.message_id)
         pairs = Q()
-        for integration_id, message_ids in by_integration.items():
-            pairs |= Q(integration_id=integration_id, message_id__in=message_ids)
+        for (integration_id, purpose), message_ids in by_cursor.items():
+            pairs |= Q(integration_id=integration_id, purpose=purpose, message_id__in=message_ids)
         FetchFailure.objects.filter(pairs).delete()  # a replayed email starts its count of failed reads afresh
         for integration in integrations:
             queued = list(integration.backfill_pending)
@@ -386,8 +415,10 @@ def ledger_read_anyway(*, entry: ProcessedEmail) -> bool:
     with transaction.atomic():
         integration = Integration.objects.select_for_update().get(pk=entry.integration_id)
         Integration.objects.filter(pk=integration.pk).update(
-            backfill_pending=list(dict.fromkeys([*integration.backfill_pending, entry.message_id])),
-            read_anyway=list(dict.fromkeys([*integration.read_anyway, entry.message_id])),
+            backfill_pending=list(
+                dict.fromkeys([*integration.backfill_pending, queued_id(entry.purpose, entry.message_id)])
+            ),
+            read_anyway=list(dict.fromkeys([*integration.read_anyway, queued_id(entry.purpose, entry.message_id)])),
             updated_at=timezone.now(),
         )
         ProcessedEmail.objects.filter(pk=entry.pk).delete()

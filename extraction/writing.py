@@ -26,7 +26,7 @@ from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.prompt import temp_id
 from extraction.reading import SourcedEmail
 from extraction.runrecord import RunRecord
-from extraction.services import LedgerEntry, ledger_record
+from extraction.services import INBOX, LedgerEntry, ledger_record
 from integrations.mail.message import Email
 from tasks.conversation import EmailChange, conversation_changes_apply, conversation_old_sentences
 from tasks.models import Task
@@ -42,14 +42,14 @@ class BatchWriter:
         self.record = record
         # Emails sent to Gemini in this run and not yet written, by Message-ID, with the copies of each that
         # reached another mailbox in the same run: those ride along, written (linked) with their original.
-        self.riders: dict[str, list[SourcedEmail]] = {}
+        self.riders: dict[tuple[str, str], list[SourcedEmail]] = {}
 
     def rides(self, item: SourcedEmail) -> bool:
         """Whether this email is a copy of one already on its way to Gemini in this run (a batch in flight,
         or earlier in this one): it is not sent again but written with that one, in its transaction, so that
         neither a copy is recorded before its task exists nor the task without the copy's link."""
-        key = item.email.internet_message_id
-        if not key:
+        key = item.copy_key  # within one purpose: sent mail and inbox mail are each read once
+        if not item.email.internet_message_id:
             return False
         if key in self.riders:
             self.riders[key].append(item)
@@ -64,7 +64,7 @@ class BatchWriter:
 
     def quarantine(self, item: SourcedEmail, error: LLMError) -> None:
         """Set the email aside, and its copies that reached other mailboxes in this run with it."""
-        for each in (item, *self.riders.pop(item.email.internet_message_id, [])):
+        for each in (item, *self.riders.pop(item.copy_key, [])):
             self.set_aside(
                 each.mailbox.integration.pk,
                 each.email.message_id,
@@ -72,6 +72,7 @@ class BatchWriter:
                 conversation_key=each.email.conversation_key,
                 sender=each.email.sender,
                 subject=each.email.subject,
+                purpose=each.mailbox.purpose,
             )
 
     def set_aside(
@@ -83,6 +84,7 @@ class BatchWriter:
         conversation_key: str = "",
         sender: str = "",
         subject: str = "",
+        purpose: str = INBOX,
     ) -> None:
         """Quarantine one email durably: in the ledger (so the cursor may pass it), replayable by a person."""
         run = self.record.run
@@ -99,6 +101,7 @@ class BatchWriter:
                         sender=sender,  # shown on the Mailboxes page, so the person knows which email it is
                         subject=subject,
                         conversation_key=conversation_key,
+                        purpose=purpose,
                     )
                 ],
                 run_id=run.pk,
@@ -141,7 +144,7 @@ class BatchWriter:
         entries: list[LedgerEntry] = []
         changes: list[EmailChange] = []
         old_skipped = 0
-        copies = [*copies, *(rider for item in batch for rider in self.riders.pop(item.email.internet_message_id, []))]
+        copies = [*copies, *(rider for item in batch for rider in self.riders.pop(item.copy_key, []))]
         old = self._old_sentences(batch)
         for index, item in enumerate(batch):
             assert result is not None
@@ -198,6 +201,7 @@ class BatchWriter:
                     f"ungrounded:{ungrounded}" if ungrounded else "",
                     email_key=email.internet_message_id,
                     conversation_key=email.conversation_key,
+                    purpose=item.mailbox.purpose,
                 )
             )
         linked = [
@@ -219,6 +223,7 @@ class BatchWriter:
                 "read through another mailbox",
                 email_key=item.email.internet_message_id,
                 conversation_key=item.email.conversation_key,
+                purpose=item.mailbox.purpose,
             )
             for item in copies
         ]
@@ -233,6 +238,7 @@ class BatchWriter:
                 sender=item.email.sender,
                 subject=item.email.subject,
                 conversation_key=item.email.conversation_key,
+                purpose=item.mailbox.purpose,
             )
             for item, reason in skipped
         ]

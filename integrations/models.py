@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Literal
+
 from django.conf import settings
 from django.db import models
 
@@ -65,10 +67,13 @@ class SyncCursor(models.Model):
 
     class Purpose(models.TextChoices):
         TASK_EXTRACTION = "task_extraction", "Task extraction"
+        # What the person sent (Gmail's SENT label, Graph's sentitems): their promises and what they wait for.
+        # Made and read only while their consent covers Sent mail (accounts/consent.py SENT_SINCE).
+        SENT_MAIL = "sent_mail", "Sent mail"
 
     integration = models.ForeignKey(Integration, on_delete=models.CASCADE, related_name="cursors")
     purpose = models.CharField(max_length=32, choices=Purpose.choices, default=Purpose.TASK_EXTRACTION)
-    value = models.TextField()  # Gmail historyId or Graph delta link
+    value = models.TextField()  # Gmail historyId or Graph delta link; "" for Sent mail not read yet (FIRST_READ)
     filter_hash = models.CharField(max_length=64)  # the query the cursor belongs to
     generation = models.PositiveIntegerField(default=1)  # bumped on every full resync
     updated_at = models.DateTimeField(auto_now=True)
@@ -78,6 +83,16 @@ class SyncCursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.integration} {self.purpose} gen {self.generation}"
+
+    @property
+    def folder(self) -> Literal["inbox", "sent"]:
+        """The mailbox folder this cursor follows (integrations.providers.base.Folder)."""
+        return "sent" if self.purpose == self.Purpose.SENT_MAIL else "inbox"
+
+
+# The value of a Sent cursor made at connect or at consent, before its first read: the run's first read
+# lists the last MAIL_SENT_BACKFILL_DAYS of Sent mail from the cursor's creation, and gives the first position.
+FIRST_READ = ""
 
 
 class PushChannel(TimeStampedModel):
@@ -89,6 +104,10 @@ class PushChannel(TimeStampedModel):
     external_id = models.CharField(max_length=255, db_index=True)
     secret_encrypted = models.TextField(blank=True, editable=False)  # Graph clientState, encrypted
     expires_at = models.DateTimeField()
+    # Graph only, while the mailbox's Sent mail is read: the subscription on its sentitems folder, with the same
+    # clientState, renewed and checked with the inbox's (a Gmail watch covers both labels in one).
+    sent_external_id = models.CharField(max_length=255, blank=True, db_index=True)
+    sent_expires_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=200, blank=True)
 
     class Meta:

@@ -5,12 +5,17 @@ cursor-driven run does the reading, so a duplicated, reordered, forged, late or 
 neither create nor lose anything. This module opens, renews and closes the channels (a Gmail watch that
 publishes to a Pub/Sub topic; a Graph subscription on the inbox's messages), checks the OIDC token of a
 Pub/Sub push and the `clientState` of a Graph notification, and decodes what they say.
+
+A mailbox whose Sent mail is read (it has a Sent cursor) rings for it too: its Gmail watch covers the INBOX
+and SENT labels, and on Graph a second subscription, on `sentitems`, shares the inbox one's clientState and
+is renewed, checked and closed with it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hmac
 import json
 import logging
@@ -31,8 +36,8 @@ from google.auth import jwt as google_jwt
 
 from config.crypto import SecretUnreadable, decrypt_json, encrypt_json
 from config.trust import trusting_session
-from integrations.models import Integration, PushChannel
-from integrations.providers.base import ProviderError, ProviderNotFound
+from integrations.models import Integration, PushChannel, SyncCursor
+from integrations.providers.base import Folder, ProviderError, ProviderNotFound
 from integrations.providers.gmail import GmailProvider
 from integrations.providers.outlook import OutlookProvider
 
@@ -61,6 +66,12 @@ def outlook_lifecycle_url() -> str:
 # Channels -----------------------------------------------------------------------------------------
 
 
+def push_folders(integration: Integration) -> tuple[Folder, ...]:
+    """The folders the mailbox's channel rings for: the inbox, and Sent mail while it is read."""
+    reads_sent = SyncCursor.objects.filter(integration=integration, purpose=SyncCursor.Purpose.SENT_MAIL).exists()
+    return ("inbox", "sent") if reads_sent else ("inbox",)
+
+
 def push_channel_open(*, integration: Integration) -> PushChannel | None:
     """Open (or open again) the mailbox's push channel, replacing any it had. None when push is off for its
     provider. Raises ProviderError when the provider refuses; the maintenance job tries again later."""
@@ -69,23 +80,40 @@ def push_channel_open(*, integration: Integration) -> PushChannel | None:
     if not push_enabled(integration.provider) or integration.status != Integration.Status.ACTIVE:
         return None
     provider = integration_provider(integration=integration)
+    folders = push_folders(integration)
+    sent_id, sent_expires_at = "", None
     if isinstance(provider, GmailProvider):
-        expires_at = provider.watch(settings.GMAIL_PUSH_TOPIC)
+        expires_at = provider.watch(settings.GMAIL_PUSH_TOPIC, folders=folders)
         external_id, secret = settings.GMAIL_PUSH_TOPIC, ""
     else:
         assert isinstance(provider, OutlookProvider)
         _close_outlook(integration, provider)  # a subscription we can no longer check must not keep ringing
         client_state = secrets.token_urlsafe(48)  # 64 characters; Graph takes up to 128
-        external_id, expires_at = provider.subscribe(
+        subscribe = functools.partial(
+            provider.subscribe,
             notification_url=outlook_notification_url(),
             lifecycle_url=outlook_lifecycle_url(),
             client_state=client_state,
             expires_at=timezone.now() + timedelta(minutes=settings.GRAPH_SUBSCRIPTION_MINUTES),
         )
+        external_id, expires_at = subscribe()
+        if "sent" in folders:
+            try:
+                sent_id, sent_expires_at = subscribe(folder="sent")
+            except ProviderError:
+                provider.unsubscribe(external_id)  # both or neither: maintenance opens the channel again
+                raise
         secret = encrypt_json({"client_state": client_state})
     channel, _ = PushChannel.objects.update_or_create(
         integration=integration,
-        defaults={"external_id": external_id, "secret_encrypted": secret, "expires_at": expires_at, "last_error": ""},
+        defaults={
+            "external_id": external_id,
+            "secret_encrypted": secret,
+            "expires_at": expires_at,
+            "sent_external_id": sent_id,
+            "sent_expires_at": sent_expires_at,
+            "last_error": "",
+        },
     )
     logger.info("push channel opened integration=%s until %s", integration.pk, expires_at.isoformat())
     return channel
@@ -101,13 +129,24 @@ def push_channel_renew(*, channel: PushChannel) -> PushChannel | None:
         return push_channel_open(integration=integration)
     provider = integration_provider(integration=integration)
     assert isinstance(provider, OutlookProvider)
+    if ("sent" in push_folders(integration)) != bool(channel.sent_external_id):
+        return push_channel_open(integration=integration)  # Sent mail is read now, or no longer
     wanted = timezone.now() + timedelta(minutes=settings.GRAPH_SUBSCRIPTION_MINUTES)
     try:
         expires_at = provider.renew_subscription(channel.external_id, wanted)
+        sent_expires_at = (
+            provider.renew_subscription(channel.sent_external_id, wanted) if channel.sent_external_id else None
+        )
     except ProviderNotFound:
         logger.info("graph subscription gone integration=%s; making a new one", integration.pk)
         return push_channel_open(integration=integration)
-    PushChannel.objects.filter(pk=channel.pk).update(expires_at=expires_at, last_error="", updated_at=timezone.now())
+    # The channel is due again when the first of its subscriptions is.
+    PushChannel.objects.filter(pk=channel.pk).update(
+        expires_at=min(expires_at, sent_expires_at or expires_at),
+        sent_expires_at=sent_expires_at,
+        last_error="",
+        updated_at=timezone.now(),
+    )
     channel.refresh_from_db()
     return channel
 
@@ -127,6 +166,8 @@ def push_channel_close(*, integration: Integration) -> None:
         else:
             assert isinstance(provider, OutlookProvider)
             provider.unsubscribe(channel.external_id)
+            if channel.sent_external_id:
+                provider.unsubscribe(channel.sent_external_id)
     except (ProviderError, SecretUnreadable) as error:
         # It lapses by itself (a week for Gmail, days for Graph); its notifications find no channel.
         logger.warning("push channel of integration=%s not stopped at the provider: %s", integration.pk, error)
@@ -142,9 +183,11 @@ def push_channel_failed(*, integration: Integration, error: Exception) -> None:
 
 def _close_outlook(integration: Integration, provider: OutlookProvider) -> None:
     channel = PushChannel.objects.filter(integration=integration).first()
-    if channel is not None:
+    for subscription_id in [channel.external_id, channel.sent_external_id] if channel else []:
+        if not subscription_id:
+            continue
         try:
-            provider.unsubscribe(channel.external_id)
+            provider.unsubscribe(subscription_id)
         except ProviderError as error:
             logger.info("old graph subscription of integration=%s not deleted: %s", integration.pk, error)
 

@@ -16,7 +16,7 @@ from google.oauth2.credentials import Credentials
 
 from accounts.models import User
 from config.crypto import SecretUnreadable, decrypt_json, encrypt_json, reencrypt
-from integrations.models import Integration, PushChannel, SyncCursor
+from integrations.models import FIRST_READ, Integration, PushChannel, SyncCursor
 from integrations.oauth.google import google_revoke
 from integrations.oauth.microsoft import MicrosoftTokenSource
 from integrations.providers.base import (
@@ -34,11 +34,17 @@ logger = logging.getLogger(__name__)
 # mailbox is resynced (a new generation from the last successful read), as for an expired cursor.
 # Gmail: history of messages added or labelled into INBOX, API v1. Outlook: the inbox message delta,
 # unfiltered (so mail moved into the Inbox shows whatever its received time), ids and received times only.
+# Sent mail has queries of its own (the SENT label; the sentitems folder's delta), so a cursor of one purpose
+# never fits the other's.
 GMAIL_FILTER = "gmail:v1:history:messageAdded,labelAdded:INBOX"
 OUTLOOK_FILTER = "graph:v1.0:mailFolders/inbox/messages/delta:immutable-ids:select=receivedDateTime"
-CURSOR_FILTERS: dict[str, str] = {
-    Integration.Provider.GMAIL: GMAIL_FILTER,
-    Integration.Provider.OUTLOOK: OUTLOOK_FILTER,
+GMAIL_SENT_FILTER = "gmail:v1:history:messageAdded,labelAdded:SENT"
+OUTLOOK_SENT_FILTER = "graph:v1.0:mailFolders/sentitems/messages/delta:immutable-ids:select=receivedDateTime"
+CURSOR_FILTERS: dict[tuple[str, str], str] = {
+    (Integration.Provider.GMAIL, SyncCursor.Purpose.TASK_EXTRACTION): GMAIL_FILTER,
+    (Integration.Provider.OUTLOOK, SyncCursor.Purpose.TASK_EXTRACTION): OUTLOOK_FILTER,
+    (Integration.Provider.GMAIL, SyncCursor.Purpose.SENT_MAIL): GMAIL_SENT_FILTER,
+    (Integration.Provider.OUTLOOK, SyncCursor.Purpose.SENT_MAIL): OUTLOOK_SENT_FILTER,
 }
 
 
@@ -46,9 +52,48 @@ def filter_hash(description: str) -> str:
     return hashlib.sha256(description.encode()).hexdigest()[:16]
 
 
+def cursor_filter_hash(*, provider: str, purpose: str) -> str:
+    """The filter hash of the query a cursor of `purpose` runs now for `provider`."""
+    return filter_hash(CURSOR_FILTERS.get((provider, purpose), ""))
+
+
 def cursor_fits(*, cursor: SyncCursor, integration: Integration) -> bool:
     """Whether the cursor was made for the query we run now (a cursor of another query must not be reused)."""
-    return cursor.filter_hash == filter_hash(CURSOR_FILTERS.get(integration.provider, ""))
+    return cursor.filter_hash == cursor_filter_hash(provider=integration.provider, purpose=cursor.purpose)
+
+
+def sent_cursors_open(*, user: User, reopen_push: bool = True) -> int:
+    """A Sent cursor for each of the person's mailboxes that has none, once their consent covers Sent mail
+    (at connect, and when they agree to a text that says so). Its first read, by the next run, lists the
+    Sent mail of MAIL_SENT_BACKFILL_DAYS before the cursor was made: no provider call here. A cursor kept
+    from an earlier consent stays where it is (the Sent mail since it is owed, as a reconnect's inbox is).
+    Their push channels are opened again to ring for Sent mail too (`reopen_push`; a connect opens its own).
+    Returns how many were missing."""
+    from accounts.selectors import consent_covers_sent
+
+    if not consent_covers_sent(user_id=user.pk):
+        return 0
+    missing = list(
+        Integration.objects.filter(user=user)
+        .exclude(status=Integration.Status.DISCONNECTED)
+        .exclude(cursors__purpose=SyncCursor.Purpose.SENT_MAIL)
+    )
+    if reopen_push:
+        for integration in missing:
+            transaction.on_commit(lambda integration=integration: _push_open_later(integration))  # type: ignore[misc]
+    made = SyncCursor.objects.bulk_create(
+        [
+            SyncCursor(
+                integration=integration,
+                purpose=SyncCursor.Purpose.SENT_MAIL,
+                value=FIRST_READ,
+                filter_hash=cursor_filter_hash(provider=integration.provider, purpose=SyncCursor.Purpose.SENT_MAIL),
+            )
+            for integration in missing
+        ],
+        ignore_conflicts=True,  # one made meanwhile by a connect or another grant
+    )
+    return len(made)
 
 
 # Credentials --------------------------------------------------------------------------------------
@@ -169,10 +214,11 @@ def _integration_store(
                 integration=integration,
                 purpose=SyncCursor.Purpose.TASK_EXTRACTION,
                 value=cursor,
-                filter_hash=filter_hash(CURSOR_FILTERS[provider]),
+                filter_hash=cursor_filter_hash(provider=provider, purpose=SyncCursor.Purpose.TASK_EXTRACTION),
             )
             integration.backfill_pending = backfill
         integration.save()
+        sent_cursors_open(user=user, reopen_push=False)
         transaction.on_commit(lambda: _push_open_later(integration))
     logger.info("%s connected integration=%s created=%s backfill=%d", provider, integration.pk, created, len(backfill))
     return integration

@@ -127,7 +127,7 @@ def mailboxes(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     run = run_latest(user=user)
     left_out = {
-        key
+        key.partition(":")[0]  # "<id>:sent" is the mailbox's Sent mail
         for key, report in (run.mailboxes.items() if run and run.error_code == "partial" else [])
         if isinstance(report, dict) and report.get("status") in ("failed", "partial")
     }

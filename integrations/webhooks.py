@@ -22,6 +22,7 @@ from typing import Any
 import kombu.exceptions
 import redis.exceptions
 from django import db
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -112,9 +113,18 @@ def outlook_notify(request: HttpRequest) -> HttpResponse:
     genuine, items, refused = checked
     rung: list[int] = []
     for channel, notes in genuine.items():
-        ids = {str(n.get("resourceData", {}).get("id", "")) for n in notes if isinstance(n.get("resourceData"), dict)}
-        ids.discard("")
-        if not outlook_ring_covered(integration=channel.integration, message_ids=ids):
+        # Each subscription's messages against the ledger of its own purpose (the inbox's, or Sent mail's).
+        by_purpose: dict[str, set[str]] = {}
+        for note in notes:
+            sent = channel.sent_external_id and str(note.get("subscriptionId", "")) == channel.sent_external_id
+            data = note.get("resourceData")
+            ids = by_purpose.setdefault("sent_mail" if sent else "task_extraction", set())
+            if isinstance(data, dict) and data.get("id"):
+                ids.add(str(data["id"]))
+        if not all(
+            outlook_ring_covered(integration=channel.integration, message_ids=ids, purpose=purpose)
+            for purpose, ids in by_purpose.items()
+        ):
             rung.append(channel.integration_id)
     queued = extraction_doorbell(integration_ids=rung)
     logger.info("graph notifications=%d refused=%d queued=%d", len(items), refused, queued)
@@ -193,12 +203,12 @@ def _genuine(items: list[dict[str, Any]]) -> tuple[dict[PushChannel, list[dict[s
     """The notifications whose subscription we know and whose clientState matches it, by channel; and how
     many were refused. A notification of a subscription we do not know is neither (acknowledged, ignored)."""
     ids = {str(item.get("subscriptionId", "")) for item in items}
-    channels = {
-        c.external_id: c
-        for c in PushChannel.objects.select_related("integration").filter(
-            external_id__in=ids, integration__provider=Integration.Provider.OUTLOOK
-        )
-    }
+    ids.discard("")
+    channels: dict[str, PushChannel] = {}
+    for c in PushChannel.objects.select_related("integration").filter(
+        Q(external_id__in=ids) | Q(sent_external_id__in=ids), integration__provider=Integration.Provider.OUTLOOK
+    ):
+        channels.update({i: c for i in (c.external_id, c.sent_external_id) if i})
     genuine: dict[PushChannel, list[dict[str, Any]]] = {}
     refused = 0
     for item in items:

@@ -127,7 +127,13 @@ class GmailBox:
 
     @property
     def cursor(self) -> str:
-        return SyncCursor.objects.get(integration=self.integration).value
+        return SyncCursor.objects.get(integration=self.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).value
+
+    @property
+    def sent_cursor(self) -> str | None:
+        """The Sent mail cursor's value (None when the mailbox has none)."""
+        cursor = SyncCursor.objects.filter(integration=self.integration, purpose=SyncCursor.Purpose.SENT_MAIL).first()
+        return cursor.value if cursor else None
 
     def history_id(self) -> str:
         return str(self.sandbox.call("GET", "/gmail/messages", params={"address": self.address})["historyId"])
@@ -189,7 +195,12 @@ class OutlookBox:
 
     @property
     def cursor(self) -> str:
-        return SyncCursor.objects.get(integration=self.integration).value
+        return SyncCursor.objects.get(integration=self.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).value
+
+    @property
+    def sent_cursor(self) -> str | None:
+        cursor = SyncCursor.objects.filter(integration=self.integration, purpose=SyncCursor.Purpose.SENT_MAIL).first()
+        return cursor.value if cursor else None
 
 
 def connect_outlook(sandbox: SandboxClient, user: User, address: str) -> OutlookBox:

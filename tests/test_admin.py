@@ -78,7 +78,7 @@ def test_admin_records_are_read_only(admin_client_with_data: Client, page: str) 
 def test_admin_cannot_edit_a_cursor_value(admin_client_with_data: Client, gmail: GmailBox) -> None:
     from integrations.models import SyncCursor
 
-    cursor = SyncCursor.objects.get(integration=gmail.integration)
+    cursor = SyncCursor.objects.get(integration=gmail.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION)
     before = cursor.value
     page = admin_client_with_data.get(f"/admin/integrations/synccursor/{cursor.pk}/change/")
     assert page.status_code == 200

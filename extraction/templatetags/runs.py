@@ -70,6 +70,7 @@ def left_out(run: ExtractionRun) -> list[str]:
     """The mailboxes a run could not read completely ("Gmail a@b.c"), for its warning."""
     return [
         f"{m.get('provider', '').capitalize()} {m.get('address', '')}".strip()
+        + (" (Sent mail)" if m.get("folder") == "sent" else "")
         for m in run.mailboxes.values()
         if isinstance(m, dict) and m.get("status") in ("failed", "partial")
     ]

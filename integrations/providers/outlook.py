@@ -329,10 +329,17 @@ class OutlookProvider:
 
     # Push (a subscription on the inbox's messages) ---------------------------------------------------
     def subscribe(
-        self, *, notification_url: str, lifecycle_url: str, client_state: str, expires_at: datetime
+        self,
+        *,
+        notification_url: str,
+        lifecycle_url: str,
+        client_state: str,
+        expires_at: datetime,
+        folder: Folder = "inbox",
     ) -> tuple[str, datetime]:
-        """Ask Graph to notify `notification_url` of mail created in the inbox. Graph validates both URLs
-        before it answers. Returns the subscription id and when it expires."""
+        """Ask Graph to notify `notification_url` of mail created in `folder` (the inbox, or `sentitems`).
+        Graph validates both URLs before it answers. Returns the subscription id and when it expires."""
+        resource = "me/mailFolders('Inbox')/messages" if folder == "inbox" else "me/mailFolders('sentitems')/messages"
         answer = self._request(
             "POST",
             f"{self._endpoint}/subscriptions",
@@ -341,7 +348,7 @@ class OutlookProvider:
                 "changeType": "created",
                 "notificationUrl": notification_url,
                 "lifecycleNotificationUrl": lifecycle_url,
-                "resource": "me/mailFolders('Inbox')/messages",
+                "resource": resource,
                 "expirationDateTime": _graph_time(expires_at),
                 "clientState": client_state,
                 "latestSupportedTlsVersion": "v1_2",

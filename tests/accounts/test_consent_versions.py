@@ -32,7 +32,7 @@ def agreed_to_version_1(consenting_user: User) -> User:
 def test_a_consent_to_version_1_keeps_runs_going_without_recipients_until_the_new_text_is_agreed_to(
     gmail: GmailBox, sandbox: SandboxClient, agreed_to_version_1: User, client: Client
 ) -> None:
-    assert CONSENT_VERSION == "2"
+    assert CONSENT_VERSION == "3"
     gmail.deliver(mail(to=f"Person <{READER}>", cc="Sam Lee <sam@example.org>", body="Please send the agenda."))
 
     run = run_extraction(agreed_to_version_1)
@@ -48,7 +48,8 @@ def test_a_consent_to_version_1_keeps_runs_going_without_recipients_until_the_ne
     home = client.get("/").content.decode()
     assert 'id="consent-changed"' in home and 'id="consent-needed"' not in home
     page = client.get("/consent/").content.decode()
-    assert 'id="consent-changes"' in page and "To and Cc" in page and "I agree to version 2" in page
+    assert 'id="consent-changes"' in page and "To and Cc" in page and "the mail you send" in page
+    assert "I agree to version 3" in page
     assert json.loads(client.get("/api/consent").content)["given_version"] == "1"
     assert client.post("/consent/", {"action": "grant"}).status_code == 302
     assert 'id="consent-changed"' not in client.get("/").content.decode()

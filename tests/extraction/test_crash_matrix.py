@@ -6,6 +6,10 @@ and its second pass, or, for the points a run passes once, killed again while it
 no person involved (the reaper and a worker, as beat and Celery would run them), every email is handled
 once, no task is duplicated, no cursor is ever ahead of handled mail, no run is left `running`, and the
 person can start a new run at once.
+
+The same holds for a run that reads a mailbox's Inbox and Sent mail together (two cursors of one mailbox,
+a batch holding emails of both): killed at each point, neither cursor is ahead of its handled mail, and after
+the recovery (and a clean rerun) each email is in the ledger once under its purpose.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ class Case:
 
 CASES = [
     pytest.param(Case("fetch", 1), id="fetch-gmail"),
-    pytest.param(Case("fetch", 2), id="fetch-outlook"),
+    pytest.param(Case("fetch", 3), id="fetch-outlook"),  # the second fetch is Gmail's Sent mail (read below)
     pytest.param(Case("llm_call", 1, spent_twice=True), id="llm_call-batch1"),
     pytest.param(Case("llm_call", 2, handled_at_kill=10, spent_twice=True), id="llm_call-batch2"),
     pytest.param(Case("batch_tx", 1, spent_twice=True), id="batch_tx-batch1"),
@@ -238,3 +242,102 @@ def test_a_run_with_parallel_calls_killed_with_answers_in_flight_loses_nothing_a
     assert resent <= in_flight  # only what was in flight at the kill is asked again...
     assert len(in_flight) <= 3 * 10  # ...at most the calls in flight: EXTRACTION_LLM_CONCURRENCY batches
     assert max(sent.values()) <= 2
+
+
+# Inbox and Sent together --------------------------------------------------------------------------------
+# One Gmail mailbox read under both purposes in one run: its inbox's 12 emails first, then 8 it sent. Batch 1
+# is ten inbox emails, batch 2 the inbox's last two with the Sent mail (both purposes in one transaction).
+INBOX_MAIL = [(500 + n, n % 3 != 2) for n in range(12)]
+SENT_MAIL = [600 + n for n in range(8)]
+BOTH_CASES = [
+    pytest.param(Case("fetch", 1), id="fetch-inbox"),
+    pytest.param(Case("fetch", 2), id="fetch-sent"),
+    pytest.param(Case("llm_call", 1, spent_twice=True), id="llm_call-inbox"),
+    pytest.param(Case("llm_call", 2, handled_at_kill=10, spent_twice=True), id="llm_call-both"),
+    pytest.param(Case("batch_tx", 1, spent_twice=True), id="batch_tx-inbox"),
+    pytest.param(Case("batch_tx", 2, handled_at_kill=10, spent_twice=True), id="batch_tx-both"),
+    pytest.param(Case("after_batch", 1, handled_at_kill=10), id="after_batch-inbox"),
+    pytest.param(Case("after_batch", 2, handled_at_kill=20), id="after_batch-both"),
+    pytest.param(Case("cursor_tx", handled_at_kill=20), id="cursor_tx"),
+    pytest.param(Case("cursor_tx", handled_at_kill=20, again=True), id="cursor_tx-twice"),
+    pytest.param(Case("after_commit", handled_at_kill=20), id="after_commit"),
+]
+
+
+def assert_every_row_once_with_its_tasks() -> None:
+    """Each (mailbox, purpose, email) is in the ledger once, and an email's tasks exist exactly when its row
+    says it has some: a batch's rows and tasks, of either purpose, were written together or not at all."""
+    rows = list(ProcessedEmail.objects.values_list("integration_id", "purpose", "message_id", "tasks_created"))
+    assert len(rows) == len({row[:3] for row in rows})
+    tasks = Counter(Task.objects.values_list("source_id", flat=True))
+    created = Counter[str]()
+    for _, _, message_id, count in rows:
+        created[message_id] += count
+    assert {i: n for i, n in created.items() if n} == dict(tasks)
+
+
+@pytest.mark.parametrize("case", BOTH_CASES)
+def test_a_run_reading_inbox_and_sent_killed_anywhere_moves_neither_cursor_ahead_and_loses_nothing(
+    case: Case,
+    gmail: GmailBox,
+    sandbox: SandboxClient,
+    consenting_user: User,
+    forker: Forker,
+    broker_queue: Callable[[], int],
+) -> None:
+    assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED  # both cursors at a position
+    mail = Mail()
+    mail.deliver(gmail, INBOX_MAIL)
+    sent = {
+        str(
+            sandbox.send_gmail(
+                gmail.address, to=["sam@example.org"], subject=f"Project {n}", body=f"I'll send project {n} soon."
+            )["id"]
+        ): n
+        for n in SENT_MAIL
+    }
+    before = (gmail.cursor, gmail.sent_cursor)
+    assert before[1] and before[1].startswith("sent:")
+    sandbox.clear_requests()
+
+    killed = forker.extract(consenting_user.email, crash_point=f"{case.point}:{case.nth}")
+    assert killed.returncode == KILLED, killed.stdout
+    dead = ExtractionRun.objects.latest("created_at")
+    lost_batch = gemini_emails(sandbox)[-1] if case.spent_twice else set()
+    assert ProcessedEmail.objects.count() == case.handled_at_kill
+    assert_every_row_once_with_its_tasks()
+    if case.point == "after_commit":
+        assert dead.status == ExtractionRun.Status.SUCCEEDED
+        assert extraction_runs_reap() == (0, 0)
+    else:
+        assert dead.status == ExtractionRun.Status.RUNNING
+        assert (gmail.cursor, gmail.sent_cursor) == before  # neither cursor ahead of handled mail
+        assert extraction_runs_reap() == (1, 0)
+        assert broker_queue() == 1
+        if case.again:
+            assert forker.job(dead.pk, crash_point=case.point).returncode == KILLED
+            assert (gmail.cursor, gmail.sent_cursor) == before
+            assert extraction_runs_reap() == (1, 0)
+        extraction_run_job.apply(args=[dead.pk])
+        dead.refresh_from_db()
+        assert dead.status == ExtractionRun.Status.SUCCEEDED, dead.error_message
+
+    # Every email handled once under its purpose, no duplicate, both cursors where the mail is --------------
+    assert not ExtractionRun.objects.filter(status=ExtractionRun.Status.RUNNING).exists()
+    inbox_rows = set(ProcessedEmail.objects.filter(purpose="task_extraction").values_list("message_id", flat=True))
+    sent_rows = set(ProcessedEmail.objects.filter(purpose="sent_mail").values_list("message_id", flat=True))
+    assert (inbox_rows, sent_rows) == (set(mail.gmail), set(sent))
+    assert_every_row_once_with_its_tasks()
+    assert set(mail.asking) <= set(Task.objects.values_list("source_id", flat=True))
+    assert not Task.objects.values("user", "source", "source_id", "title_key").annotate(n=Count("id")).filter(n__gt=1)
+    assert gmail.cursor == gmail.history_id() and gmail.sent_cursor == f"sent:{gmail.history_id()}"
+    sent_counts = Counter(n for call in gemini_emails(sandbox) for n in call)
+    assert set(sent_counts) == {*mail.gmail.values(), *sent.values()}
+    assert {n for n, times in sent_counts.items() if times > 1} <= lost_batch
+    assert max(sent_counts.values()) <= 2
+
+    # A clean rerun finds nothing to do and moves nothing ---------------------------------------------------
+    fresh = run_extraction(consenting_user)
+    assert fresh.status == ExtractionRun.Status.SUCCEEDED, fresh.error_message
+    assert (fresh.emails_fetched, fresh.llm_calls) == (0, 0)
+    assert gmail.cursor == gmail.history_id() and gmail.sent_cursor == f"sent:{gmail.history_id()}"

@@ -131,7 +131,7 @@ def test_an_expired_outlook_delta_link_is_resynced_by_itself_and_gmail_is_still_
     assert set(Task.objects.filter(integration=outlook.integration).values_list("source_id", flat=True)) == set(
         outlook_ids
     )
-    cursor = SyncCursor.objects.get(integration=outlook.integration)
+    cursor = SyncCursor.objects.get(integration=outlook.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION)
     assert cursor.value != outlook_before and "deltatoken" in cursor.value.lower()
     assert cursor.generation == 2
     assert gmail.cursor == gmail.history_id()

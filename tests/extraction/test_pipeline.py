@@ -428,7 +428,7 @@ def test_an_expired_history_is_resynced_by_itself_and_no_email_is_lost(
     assert (run.emails_fetched, run.emails_already_done) == (130, 0)  # the handled one is not even listed
     assert ProcessedEmail.objects.filter(message_id__in=ids).count() == 130
     assert Task.objects.count() == 66
-    cursor = SyncCursor.objects.get(integration=gmail.integration)
+    cursor = SyncCursor.objects.get(integration=gmail.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION)
     assert (cursor.value, cursor.generation) == (gmail.history_id(), 2)
     gmail.integration.refresh_from_db()
     assert gmail.integration.status == "active"  # no person involved
@@ -476,7 +476,10 @@ def test_a_resync_that_fails_half_way_keeps_the_old_cursor_and_is_done_again(
     assert again.status == ExtractionRun.Status.SUCCEEDED
     assert Task.objects.count() == 25
     assert [emails_in(c) for c in gemini_calls(sandbox)] == [10, 5]  # the first batch is not sent again
-    assert SyncCursor.objects.get(integration=gmail.integration).generation == 2
+    assert (
+        SyncCursor.objects.get(integration=gmail.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).generation
+        == 2
+    )
 
 
 def test_a_refused_refresh_marks_the_mailbox_for_reconnecting(

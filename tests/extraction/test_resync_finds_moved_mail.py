@@ -42,7 +42,10 @@ def test_gmail_mail_unarchived_before_the_history_expired_becomes_a_task(
     assert list(Task.objects.values_list("source_id", flat=True)) == [old]
     assert ProcessedEmail.objects.get(message_id=old).outcome == "tasks"
     assert report["not_read"] == 0
-    assert SyncCursor.objects.get(integration=gmail.integration).value == gmail.history_id()
+    assert (
+        SyncCursor.objects.get(integration=gmail.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).value
+        == gmail.history_id()
+    )
 
 
 def test_outlook_mail_moved_into_the_inbox_before_the_delta_expired_becomes_a_task(

@@ -64,7 +64,7 @@ def test_connect_gmail_stores_encrypted_tokens_and_starts_the_cursor_now(
     assert credentials["refresh_token"] and credentials["token"]
     assert credentials["token"] not in integration.credentials_encrypted
     assert credentials["refresh_token"] not in integration.credentials_encrypted
-    cursor = SyncCursor.objects.get(integration=integration)
+    cursor = SyncCursor.objects.get(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION)
     assert cursor.value == sandbox.call("GET", "/gmail/messages", params={"address": "me@example.com"})["historyId"]
     assert integration.backfill_pending == [old["id"]]
 

@@ -50,7 +50,7 @@ def test_connect_outlook_keeps_an_encrypted_token_cache_and_a_first_cursor(
     credentials = integration_credentials(integration=integration)
     assert "RefreshToken" in credentials["msal_cache"] and credentials["home_account_id"]
     assert "RefreshToken" not in integration.credentials_encrypted
-    cursor = SyncCursor.objects.get(integration=integration).value
+    cursor = SyncCursor.objects.get(integration=integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).value
     assert "/messages/delta" in cursor and "receivedDateTime" in cursor
 
 

@@ -205,7 +205,7 @@ def test_watch_at_connect_and_stop_at_disconnect(sandbox: SandboxClient, gmail: 
     watch = [r for r in sandbox.requests("gmail") if r["path"].endswith("/watch")]
     assert json.loads(watch[-1]["body"]) == {
         "topicName": settings.GMAIL_PUSH_TOPIC,
-        "labelIds": ["INBOX"],
+        "labelIds": ["INBOX", "SENT"],  # its Sent mail is read too (tests/integrations/test_push_sent.py)
         "labelFilterBehavior": "include",
     }
     assert 6.9 * 86400 < (channel.expires_at.timestamp() - time.time()) <= 7 * 86400
