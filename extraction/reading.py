@@ -11,6 +11,7 @@ rows, failed reads and queue, so one that fails holds back only its own cursor.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import logging
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -348,8 +349,11 @@ class MailboxReader:
         and the consent, as before."""
         fetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fetch-run-{self.record.run.pk}")
         try:
-            for mailbox in self.mailboxes:
-                yield from self._mailbox_emails(mailbox, fetcher)
+            # Oldest first across every mailbox and folder (each gives its own oldest first): a reply is read
+            # after the mail it answers, whichever folder each is in, so the items the earlier one made are
+            # there to be delivered (the batches keep this order within a conversation).
+            streams = [self._mailbox_emails(mailbox, fetcher) for mailbox in self.mailboxes]
+            yield from heapq.merge(*streams, key=lambda item: item.email.received_at)
         finally:
             fetcher.shutdown(wait=True)  # a request still on its way ends before the run does
 
@@ -377,7 +381,7 @@ class MailboxReader:
                 break
             if fetched.failed:
                 self._fetch_failed(mailbox, fetched.failed)
-            for email in fetched.emails:
+            for email in sorted(fetched.emails, key=lambda email: email.received_at):
                 # The folder is the cursor's that listed it: Gmail lists mail sent to oneself in both.
                 yield SourcedEmail(mailbox, dataclasses.replace(email, folder=mailbox.folder))
         if ahead is not None:

@@ -90,7 +90,11 @@ def read(gmail: GmailBox, *emails: Email) -> ExtractionRun:
     record.token = lease_acquire(run=run)
     assert record.token is not None
     record.update(status=ExtractionRun.Status.RUNNING, lease_token=record.token)
-    mailbox = Mailbox(gmail.integration, None, SyncCursor.objects.get(integration=gmail.integration))
+    mailbox = Mailbox(
+        gmail.integration,
+        None,
+        SyncCursor.objects.get(integration=gmail.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION),
+    )
     try:
         BatchCalls(
             record,

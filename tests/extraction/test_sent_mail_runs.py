@@ -77,7 +77,7 @@ def test_a_sent_email_reaches_gemini_once_marked_sent_and_both_cursors_move_in_o
     run, llm = run_recorded(consenting_user)
 
     assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
-    assert [(e.message_id, e.folder) for e in llm.seen] == [(received_id, "inbox"), (sent_id, "sent")]
+    assert sorted((e.message_id, e.folder) for e in llm.seen) == sorted([(received_id, "inbox"), (sent_id, "sent")])
     assert sum("signed contract" in p for p in prompts(sandbox)) == 1
     assert ledger(SENT) == {sent_id} and ledger(INBOX) == {received_id}
     assert box.sent_cursor != sent_before and box.cursor != inbox_before
@@ -224,3 +224,35 @@ def test_a_quarantined_sent_email_replayed_is_read_again_as_sent_mail(
     assert row.purpose == SENT and row.outcome != ProcessedEmail.Outcome.QUARANTINED
     gmail.integration.refresh_from_db()
     assert gmail.integration.backfill_pending == []
+
+
+def test_an_ask_sent_and_its_answer_received_read_in_one_run_close_the_waiting_item_in_time_order(
+    box: GmailBox | OutlookBox, sandbox: SandboxClient, consenting_user: User
+) -> None:
+    # The inbox is listed before Sent mail; read in that order, the answer would reach Gemini before the ask
+    # it answers exists as a waiting item, and the item would stay open although answered.
+    from tasks.models import Task
+
+    run_extraction(consenting_user)
+    asked_at = datetime.now(UTC) - timedelta(hours=2)
+    sent_id = send(sandbox, box, "Could you send me the Q3 numbers?", sent_at=asked_at)
+    if isinstance(box, GmailBox):
+        sandbox.deliver_gmail_reply(
+            box.address,
+            sent_id,
+            sender=SAM,
+            body="Here are the Q3 numbers.",
+            internal_date=asked_at + timedelta(hours=1),
+        )
+    else:
+        sandbox.deliver_outlook_reply(
+            box.address, sent_id, sender=SAM, body="Here are the Q3 numbers.", received_at=asked_at + timedelta(hours=1)
+        )
+
+    run, llm = run_recorded(consenting_user)
+
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    assert [e.folder for e in llm.seen] == ["sent", "inbox"]  # the ask first, then its answer
+    waiting = Task.objects.get(user=consenting_user)
+    assert (waiting.kind, waiting.status) == (Task.Kind.WAITING, Task.Status.DONE)
+    assert waiting.events.get().sentence == "Here are the Q3 numbers."
