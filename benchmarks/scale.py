@@ -5,7 +5,7 @@
 Setup, not timed: the sandbox in a process of its own, a fresh database `tasklift_bench_scale` (dropped at
 the end), Redis database 2 with a queue and cache prefix of its own (`tasklift-bench-scale`). One real Gmail
 and one real Outlook mailbox are made in the sandbox and connected as the OAuth callbacks connect them; then
-`--people` people, each with AI consent, a Gmail and an Outlook mailbox (2 × people mailboxes) and a cursor
+`--people` people, each with AI consent, a Gmail and an Outlook mailbox (2 x people mailboxes) and a cursor
 each, are written by PostgreSQL itself (INSERT ... SELECT FROM generate_series, not the ORM). Every mailbox
 carries the credentials and cursor of the real sandbox mailbox of its provider, so that any of them, checked,
 asks the sandbox for real and hears "nothing new" through the code a worker runs. A share `--healthy` of the
@@ -71,7 +71,7 @@ def insert_series(model: Any, count: int, columns: dict[str, str], params: dict[
         params[name] = field.get_db_prep_save(default, connection)
         values[field.column] = f"%({name})s"
     sql = (
-        f"INSERT INTO {model._meta.db_table} ({', '.join(values)}) "  # noqa: S608  our own tables and columns
+        f"INSERT INTO {model._meta.db_table} ({', '.join(values)}) "
         f"SELECT {', '.join(values.values())} FROM generate_series(1, %(count)s) AS n"
     )
     with connection.cursor() as cursor:
@@ -189,11 +189,11 @@ def seed(args: argparse.Namespace, client: Any, start: datetime) -> dict[str, An
             SELECT %(start)s - interval '2 days', %(start)s - interval '3 hours', %(box_base)s + n, 'bench', '',
                    %(start)s + interval '3 days', ''
             FROM generate_series(1, %(mailboxes)s) AS n WHERE {has_push}
-            """,  # noqa: S608  our own table
+            """,
             {**params, "mailboxes": mailboxes},
         )
         for table in ("accounts_user", "accounts_aiconsent", "integrations_integration", "integrations_synccursor"):
-            cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")  # noqa: S608
+            cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
         cursor.execute("VACUUM ANALYZE")  # as autovacuum would after a bulk load
     return {
         "seed_s": round(time.perf_counter() - started, 1),
@@ -237,7 +237,8 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     start = datetime.now().astimezone().replace(microsecond=0)
     seeded = seed(args, client, start)
     mailboxes = 2 * args.people
-    print(f"setup: {args.people} people, {mailboxes} mailboxes ({seeded['with_push']} with push) in {seeded['seed_s']} s")
+    pushing, took = seeded["with_push"], seeded["seed_s"]
+    print(f"setup: {args.people} people, {mailboxes} mailboxes ({pushing} with push) in {took} s")
     broker = redis.Redis.from_url(settings.REDIS_URL)
     queue_name = settings.CELERY_TASK_DEFAULT_QUEUE
 
@@ -319,7 +320,9 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     messages = sum(t["messages"] for t in ticks)
     checks = {
         "no run row written by idle checks": run_rows == 0,
-        "at most one broker message per hundred due mailboxes": all(t["messages"] * 100 <= t["due"] + 99 for t in ticks),
+        "at most one broker message per hundred due mailboxes": all(
+            t["messages"] * 100 <= t["due"] + 99 for t in ticks
+        ),
         "every check executed heard nothing new": all(e["failed"] == 0 for e in executed),
         "one provider call per checked mailbox": abs(calls_per_check - 1) < 1e-9,
     }
