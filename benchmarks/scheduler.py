@@ -236,8 +236,8 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
 
 def report(f: dict[str, Any]) -> None:
     print(
-        f"tick:  {f['queued']} mailboxes claimed of {f['people']} people in {f['tick_s']} s ({f['tick_cpu_s']} s CPU here), "
-        f"{f['tick_queries']} SQL statements ({f['tick_queries_per_chunk']} per chunk of people), "
+        f"tick:  {f['queued']} mailboxes claimed in {f['tick_s']} s ({f['tick_cpu_s']} s CPU here), "
+        f"{f['tick_queries']} SQL statements ({f['tick_queries_per_chunk']} per chunk of mailboxes), "
         f"{f['broker_messages']} broker messages (idle-check jobs)"
     )
     print(
