@@ -151,7 +151,7 @@ def seed(args: argparse.Namespace, client: Any, start: datetime) -> dict[str, An
     # multiple of k; its last read is spread evenly over its interval before `start` (a hash of n).
     has_push = "(%(k)s = 0 OR n %% %(k)s <> 0)"
     interval = f"(CASE WHEN {has_push} THEN %(sweep)s ELSE %(poll)s END)"
-    spread = "((n * 7919) %% 10007) / 10007.0"
+    spread = "((n::bigint * 7919) %% 10007) / 10007.0"
     read_at = f"%(start)s - make_interval(secs => {interval} * {spread})"
     insert_series(
         Integration,

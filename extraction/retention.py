@@ -131,11 +131,11 @@ def _runs_batch(now: datetime, result: RetentionResult) -> bool:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
                 f"""
-                SELECT r.id, r.status IN %s
+                SELECT r.id, r.status = ANY(%s)
                        AND EXISTS (SELECT 1 FROM {runs} later WHERE later.user_id = r.user_id AND later.id > r.id)
                 FROM {runs} r WHERE r.id = ANY(%s) FOR UPDATE SKIP LOCKED
                 """,  # noqa: S608
-                [tuple(ExtractionRun.FINISHED), old],
+                [list(ExtractionRun.FINISHED), old],
             )
             rows = cursor.fetchall()
             doomed = [int(r[0]) for r in rows if r[1]]
