@@ -2,7 +2,8 @@
 
 Each batch is its own short transaction over at most RETENTION_BATCH rows, claimed FOR UPDATE SKIP LOCKED
 (a row a run is writing is left for the next batch, never waited for), and the job stops after
-RETENTION_JOB_SECONDS, so no lock is held long and the pipeline's writes go on beside it. Where a batch
+RETENTION_JOB_SECONDS, resting between batches as long as each took, so no lock is held long and the
+pipeline's writes go on beside it. Where a batch
 stopped is kept in the cache, so that the next batch (and the next job) starts there instead of reading the
 rows already done again; a lost mark only costs one read of them.
 
@@ -60,9 +61,13 @@ def retention_apply(*, now: datetime | None = None, budget_s: float | None = Non
             batch_started = time.monotonic()
             done = step(now, result)
             result.batches += 1
-            result.longest_batch_s = max(result.longest_batch_s, time.monotonic() - batch_started)
+            took = time.monotonic() - batch_started
+            result.longest_batch_s = max(result.longest_batch_s, took)
             if not done:
                 break
+            # As long a rest as the batch took: retention never takes more than half of one database
+            # connection's time from the runs writing beside it.
+            time.sleep(took)
     logger.info("retention: %s", result)
     return result
 
