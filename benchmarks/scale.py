@@ -2,8 +2,8 @@
 
     uv run python benchmarks/scale.py [--people 500000] [--sample 10000] [--healthy 0.9] [--minutes 60]
 
-Setup, not timed: the sandbox in a process of its own, a fresh database `tasklift_bench_scale` (dropped at
-the end), Redis database 2 with a queue and cache prefix of its own (`tasklift-bench-scale`). One real Gmail
+Setup, not timed: the sandbox in a process of its own, a fresh database `tasklift_bench_scale_<people>`
+(dropped at the end), Redis database 2 with a queue and cache prefix of its own (`tasklift-bench-scale`). One real Gmail
 and one real Outlook mailbox are made in the sandbox and connected as the OAuth callbacks connect them; then
 `--people` people, each with AI consent, a Gmail and an Outlook mailbox (2 x people mailboxes) and a cursor
 each, are written by PostgreSQL itself (INSERT ... SELECT FROM generate_series, not the ORM). Every mailbox
@@ -404,7 +404,8 @@ def main() -> int:
     try:
         sandbox.wait_ready()
         server_url = postgres_server_url()
-        database_url = database_create(server_url, DATABASE)
+        database = f"{DATABASE}_{args.people}"  # a smoke test beside a full run never drops the other's
+        database_url = database_create(server_url, database)
         created = server_url
         os.environ["CELERY_QUEUE"] = NAME
         os.environ["PUSH_ENABLED"] = "false"  # the channels are written by the benchmark; none is opened
@@ -420,7 +421,7 @@ def main() -> int:
                 redis_purge(NAME)
                 connections.close_all()
             if created is not None:
-                database_drop(created, DATABASE)
+                database_drop(created, f"{DATABASE}_{args.people}")
         finally:
             sandbox.stop()
     report(figures)

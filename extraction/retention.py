@@ -3,9 +3,9 @@
 Each batch is its own short transaction over at most RETENTION_BATCH rows, claimed FOR UPDATE SKIP LOCKED
 (a row a run is writing is left for the next batch, never waited for), and the job stops after
 RETENTION_JOB_SECONDS, resting between batches as long as each took, so no lock is held long and the
-pipeline's writes go on beside it. Where a batch
-stopped is kept in the cache, so that the next batch (and the next job) starts there instead of reading the
-rows already done again; a lost mark only costs one read of them.
+pipeline's writes go on beside it. Where a batch stopped is kept in the cache, so that the next batch (and the
+next job) starts there instead of reading the rows already done again; a lost mark only costs one read of
+them.
 
 What is kept, and why (docs/scale.md, "Retention"):
 - A run record older than RUN_RETENTION_DAYS is removed, except each person's latest run (what the pages
