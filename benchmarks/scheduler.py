@@ -12,14 +12,17 @@ Every mailbox was last read a day ago, so every one is due. Push is off: this me
 
 Timed:
 1. One tick of beat's polling job, `extraction_schedule_job()`, called in this process: the claim of the due
-   mailboxes and the runs requested for their people (rows and broker messages). Wall time, CPU time and
-   SQL statements (`connection.execute_wrapper`). The broker messages go to the benchmark's queue.
-2. The sample's idle runs (no new mail), one after another in this process through
-   `extraction_run_execute`, as a worker runs them: CPU time (`time.process_time`), wall time and SQL
-   statements of each, and the requests that reached the sandbox's Gmail.
+   mailboxes and the idle-check jobs sent for them, one per hundred (broker messages; no run is requested
+   for a mailbox that did not ring). Wall time, CPU time and SQL statements (`connection.execute_wrapper`).
+   The broker messages go to the benchmark's queue.
+2. The sample's idle checks (no new mail), in chunks as the jobs carry them, in this process through
+   `mailboxes_idle_check`, as a worker does them: CPU time (`time.process_time`), wall time and SQL
+   statements per mailbox, and the requests that reached the sandbox's Gmail. (Since issue 24 an idle
+   mailbox costs an idle check, not a run: the `idle_run_*` fields measure the check that replaced the run.)
 
-Human-readable figures first; the last line printed is one JSON object with every figure. The exit status
-is 1 when a check fails (a run not queued, an idle run that did not succeed, fetched mail or called Gemini).
+Human-readable figures first; the last line printed is one JSON object with every figure, with those of
+benchmarks/scale.py for these people. The exit status is 1 when a check fails (a mailbox not claimed, more
+than a message per hundred mailboxes, a run row written, a check that found mail or failed).
 """
 
 from __future__ import annotations
@@ -124,25 +127,23 @@ def tick() -> dict[str, Any]:
     }
 
 
-def idle_run(user: Any) -> dict[str, Any]:
-    """The person's queued run, executed here as a worker would, measured."""
+def idle_checks(integration_ids: list[int]) -> dict[str, Any]:
+    """The idle checks of these mailboxes, as a worker does one job, measured."""
     from django.db import connection
 
-    from extraction.models import ExtractionRun
-    from extraction.pipeline import extraction_run_execute
+    from extraction.idlecheck import mailboxes_idle_check
 
-    run = ExtractionRun.objects.get(user=user, status=ExtractionRun.Status.QUEUED)
     counter = QueryCounter()
     cpu, wall = time.process_time(), time.perf_counter()
     with connection.execute_wrapper(counter):
-        run = extraction_run_execute(run=run)
+        result = mailboxes_idle_check(integration_ids=integration_ids)
     return {
+        "mailboxes": len(integration_ids),
         "cpu_ms": (time.process_time() - cpu) * 1000,
         "wall_ms": (time.perf_counter() - wall) * 1000,
         "queries": counter.count,
-        "status": run.status,
-        "fetched": run.emails_fetched,
-        "llm_calls": run.llm_calls,
+        "quiet": result.quiet,
+        "calls": result.calls,
     }
 
 
@@ -157,7 +158,8 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
 
     import extraction.jobs  # noqa: F401  imported once by beat and by every worker, not in a tick
     from extraction.models import ExtractionRun
-    from extraction.scheduling import SCAN_CHUNK
+    from extraction.scheduling import CHECK_CHUNK, CLAIM_CHUNK
+    from integrations.models import Integration
     from sandbox.client import SandboxClient
 
     client = SandboxClient(sandbox.url, timeout=60)
@@ -174,42 +176,59 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     purge_redis()
     runs = ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED).count()
 
-    idle_run(sampled[0])  # warms up the process (imports, HTTP pools, the Gmail discovery document)
+    boxes = list(Integration.objects.filter(user__in=sampled).order_by("pk").values_list("pk", flat=True))
+    idle_checks(boxes[:1])  # warms up the process (imports, HTTP pools, the Gmail discovery document)
     client.clear_requests()
-    measured = [idle_run(user) for user in sampled[1:]]
+    chunks = [boxes[1:][n : n + CHECK_CHUNK] for n in range(0, len(boxes) - 1, CHECK_CHUNK)]
+    measured = [idle_checks(chunk) for chunk in chunks]
     gmail = client.requests("gmail")
     gemini = [r for r in client.requests("gemini") if r["method"] == "POST"]
-    cpu = [m["cpu_ms"] for m in measured]
-    wall = [m["wall_ms"] for m in measured]
-    queries = [m["queries"] for m in measured]
-    chunks = math.ceil(args.people / SCAN_CHUNK)
+    checked = sum(m["mailboxes"] for m in measured)
+    cpu = [m["cpu_ms"] / m["mailboxes"] for m in measured]
+    wall = [m["wall_ms"] / m["mailboxes"] for m in measured]
+    queries = [m["queries"] / m["mailboxes"] for m in measured]
+    claim_chunks = math.ceil(args.people / CLAIM_CHUNK)
+    per_hour = 60 / settings.EXTRACTION_SCHEDULE_MINUTES  # no push: a check every poll interval
+    run_rows = ExtractionRun.objects.count()
     checks = {
-        f"one run queued per person ({args.people})": ticked["queued"] == runs == args.people,
-        "one broker message per run": messages == args.people,
-        "every idle run succeeded": all(m["status"] == ExtractionRun.Status.SUCCEEDED for m in measured),
-        "no idle run fetched mail or called Gemini": not any(m["fetched"] or m["llm_calls"] for m in measured)
-        and not gemini,
-        "idle runs run the same statements": len(set(queries)) == 1,
+        f"every mailbox claimed ({args.people})": ticked["queued"] == args.people,
+        "one broker message per hundred mailboxes": messages == math.ceil(args.people / CHECK_CHUNK),
+        "no run row written for idle mailboxes": runs == run_rows == 0,
+        "every idle check heard nothing new": sum(m["quiet"] for m in measured) == checked,
+        "one Gmail request per idle check": len(gmail) == checked and not gemini,
     }
     return {
         "people": args.people,
         **ticked,
-        "tick_chunks": chunks,
-        "tick_queries_per_chunk": round(ticked["tick_queries"] / chunks, 1),
+        "tick_chunks": claim_chunks,
+        "tick_queries_per_chunk": round(ticked["tick_queries"] / claim_chunks, 1),
         "tick_ms_per_person": round(ticked["tick_s"] * 1000 / args.people, 3),
         "broker_messages": messages,
         "runs_queued": runs,
-        "idle_runs": len(measured),
+        "idle_runs": checked,
         "idle_run_cpu_ms": round(statistics.median(cpu), 2),
         "idle_run_cpu_ms_mean": round(statistics.fmean(cpu), 2),
         "idle_run_cpu_ms_max": round(max(cpu), 2),
         "idle_run_wall_ms": round(statistics.median(wall), 2),
         "idle_run_wall_ms_max": round(max(wall), 2),
-        "idle_run_queries": statistics.median(queries),
-        "idle_run_queries_max": max(queries),
-        "idle_run_gmail_requests": round(len(gmail) / len(measured), 2),
+        "idle_run_queries": round(statistics.median(queries), 3),
+        "idle_run_queries_max": round(max(queries), 3),
+        "idle_run_gmail_requests": round(len(gmail) / checked, 2),
         "gmail_paths": sorted({urlsplit(r["path"]).path.rsplit("/", 1)[-1] for r in gmail}),
         "idle_cpu_s_per_tick_of_all": round(statistics.fmean(cpu) * args.people / 1000, 1),
+        # The figures of benchmarks/scale.py, for these people (one Gmail mailbox each, no push).
+        "mailboxes": args.people,
+        "due_per_tick": ticked["queued"],
+        "scan_cpu_s_per_tick": ticked["tick_cpu_s"],
+        "scan_statements_per_chunk": round(ticked["tick_queries"] / claim_chunks, 1),
+        "broker_messages_per_tick": messages,
+        "idle_check_cpu_ms": round(statistics.fmean(cpu), 3),
+        "idle_check_statements": round(statistics.fmean(queries), 3),
+        "provider_calls_per_mailbox_hour": round(sum(m["calls"] for m in measured) / checked * per_hour, 2),
+        "run_rows_written_idle": run_rows,
+        "cpu_s_per_mailbox_hour": round(
+            (ticked["tick_cpu_s"] / args.people + statistics.fmean(cpu) / 1000) * per_hour, 5
+        ),
         "commit": git_version(),
         "checks_failed": [name for name, ok in checks.items() if not ok],
     }
@@ -217,18 +236,16 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
 
 def report(f: dict[str, Any]) -> None:
     print(
-        f"tick:  {f['queued']} runs queued for {f['people']} people in {f['tick_s']} s ({f['tick_cpu_s']} s CPU here), "
-        f"{f['tick_queries']} SQL statements ({f['tick_queries_per_chunk']} per chunk of people), "
-        f"{f['broker_messages']} broker messages"
+        f"tick:  {f['queued']} mailboxes claimed in {f['tick_s']} s ({f['tick_cpu_s']} s CPU here), "
+        f"{f['tick_queries']} SQL statements ({f['tick_queries_per_chunk']} per chunk of mailboxes), "
+        f"{f['broker_messages']} broker messages (idle-check jobs)"
     )
     print(
-        f"idle:  {f['idle_runs']} runs, CPU {f['idle_run_cpu_ms']} ms median ({f['idle_run_cpu_ms_max']} max), wall "
+        f"idle:  {f['idle_runs']} checks, CPU {f['idle_run_cpu_ms']} ms median ({f['idle_run_cpu_ms_max']} max), wall "
         f"{f['idle_run_wall_ms']} ms median; {f['idle_run_queries']} SQL statements and "
         f"{f['idle_run_gmail_requests']} Gmail requests ({', '.join(f['gmail_paths'])}) each"
     )
-    print(
-        f"       all {f['people']} idle runs: about {f['idle_cpu_s_per_tick_of_all']} s of worker CPU per poll interval"
-    )
+    print(f"       all {f['people']} idle checks: about {f['idle_cpu_s_per_tick_of_all']} s of worker CPU a poll")
     for name in f["checks_failed"]:
         print(f"CHECK FAILED: {name}")
 

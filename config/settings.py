@@ -475,9 +475,23 @@ MAIL_SENT_BACKFILL_MAX_MESSAGES = env_int("MAIL_SENT_BACKFILL_MAX_MESSAGES", 100
 # The polling safety net: every EXTRACTION_SCAN_SECONDS, beat requests a run for each mailbox not read
 # successfully for EXTRACTION_SCHEDULE_MINUTES (push or no push), or rung but not read since.
 EXTRACTION_SCAN_SECONDS = env_int("EXTRACTION_SCAN_SECONDS", 60, minimum=1)
+# A mailbox whose push works (a live channel, heard from within its quiet time, no mail missed) is swept this
+# often instead; the sweep is an idle check (one provider call), a run only when there is mail.
+EXTRACTION_SWEEP_MINUTES = env_int("EXTRACTION_SWEEP_MINUTES", 60, minimum=1)
 CELERY_BEAT_SCHEDULE["extraction-schedule"] = {
     "task": "extraction.jobs.extraction_schedule_job",
     "schedule": EXTRACTION_SCAN_SECONDS,
+}
+# Retention (extraction/retention.py): run records older than RUN_RETENTION_DAYS are removed (each person's
+# latest stays); ledger rows older than LEDGER_COMPACT_DAYS keep only what stops an email being read twice.
+# In batches of RETENTION_BATCH rows, each its own short transaction, for at most RETENTION_JOB_SECONDS a job.
+RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 90, minimum=1)
+LEDGER_COMPACT_DAYS = env_int("LEDGER_COMPACT_DAYS", 30, minimum=1)
+RETENTION_BATCH = env_int("RETENTION_BATCH", 1000, minimum=1)
+RETENTION_JOB_SECONDS = env_int("RETENTION_JOB_SECONDS", 60, minimum=1)
+CELERY_BEAT_SCHEDULE["extraction-retention"] = {
+    "task": "extraction.jobs.extraction_retention_job",
+    "schedule": env_int("RETENTION_EVERY_SECONDS", 600, minimum=1),
 }
 # Throttled mailboxes wait Retry-After when given, else 30 s doubling up to an hour, with jitter.
 PROVIDER_BACKOFF_INITIAL_S = env_int("PROVIDER_BACKOFF_INITIAL_S", 30, minimum=1)

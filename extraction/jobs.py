@@ -11,9 +11,11 @@ from django.utils import timezone
 
 from config.logcontext import log_context
 from config.metrics import REAPER
+from extraction.idlecheck import mailboxes_idle_check
 from extraction.models import ExtractionRun
 from extraction.pipeline import LeaseBusy, extraction_run_execute
-from extraction.scheduling import extraction_runs_request_many, mailboxes_claim_due
+from extraction.retention import retention_apply
+from extraction.scheduling import extraction_scan
 from extraction.selectors import run_is_being_run
 from extraction.services import (
     extraction_run_give_up,
@@ -77,12 +79,26 @@ def _start_waiting(user_id: int) -> None:
 
 @shared_task
 def extraction_schedule_job() -> int:
-    """The polling safety net (every EXTRACTION_SCAN_SECONDS): a run for each person with a mailbox not
-    read for a poll interval, or rung and not read since (extraction/scheduling.py)."""
-    user_ids = mailboxes_claim_due()
-    queued = extraction_runs_request_many(user_ids=user_ids, trigger=ExtractionRun.Trigger.SCHEDULE)
-    logger.info("scheduled %d extraction runs for %d people due", queued, len(user_ids))
-    return queued
+    """The polling safety net (every EXTRACTION_SCAN_SECONDS): the due mailboxes claimed, a run at once for
+    those rung and not read since, an idle-check job per chunk of the others (extraction/scheduling.py).
+    Returns how many mailboxes were due."""
+    result = extraction_scan(check_job=extraction_idle_check_job)
+    logger.info(
+        "scan: %d mailboxes due, %d runs queued, %d idle checks in %d jobs",
+        result.claimed,
+        result.runs_queued,
+        result.checked,
+        result.jobs_sent,
+    )
+    return result.claimed
+
+
+@shared_task
+def extraction_idle_check_job(integration_ids: list[int]) -> int:
+    """Whether anything changed in these mailboxes, one provider call per cursor; a run only where there is
+    mail (extraction/idlecheck.py). A job lost is made up by the scan within an interval. Returns the runs
+    queued."""
+    return mailboxes_idle_check(integration_ids=[int(i) for i in integration_ids]).runs_queued
 
 
 @shared_task
@@ -93,3 +109,10 @@ def extraction_reap_job() -> int:
     REAPER.labels("requeued").inc(requeued)
     REAPER.labels("given_up").inc(given_up)
     return requeued + given_up
+
+
+@shared_task
+def extraction_retention_job() -> int:
+    """Old run records removed and old ledger rows compacted, in short batches (extraction/retention.py)."""
+    result = retention_apply()
+    return result.runs_removed + result.ledger_compacted

@@ -4,20 +4,29 @@ A doorbell only says "read this mailbox" (DESIGN §2): it requests a run, never 
 duplicated, late, forged or lost ring can neither create nor lose anything. A burst of rings for one
 person becomes at most one run in flight plus one queued (the coalescing of `extraction_run_request`),
 and push-triggered runs count against a limit of their own (PUSH_RUNS_PER_MINUTE), apart from the
-person's "Extract now" presses. A mailbox rung but not read (over that limit, in backoff, a lost job) and
-every mailbox not read successfully for a poll interval are picked up by beat's scan.
+person's "Extract now" presses. A mailbox rung but not read (over that limit, in backoff, a lost job) gets
+a run from beat's scan at once.
+
+Polling is by need (issue 24): a mailbox whose push works is swept every EXTRACTION_SWEEP_MINUTES, one
+without every EXTRACTION_SCHEDULE_MINUTES, each from its own `next_check_at`. What the scan finds due is
+not a run but an idle check (extraction/idlecheck.py): one job per CHECK_CHUNK mailboxes, one provider
+call per cursor, and a run only where there is mail.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Least
 from django.utils import timezone
 from django_ratelimit.core import get_usage
 
@@ -28,7 +37,7 @@ from integrations.models import Integration, SyncCursor
 logger = logging.getLogger(__name__)
 
 PUSH_GROUP = "extraction-push"
-SCAN_CHUNK = 1000  # people per statement and per broker round in the scan
+SCAN_CHUNK = 1000  # people per statement and per broker round when runs are requested in bulk
 
 
 def extraction_doorbell(*, integration_ids: Iterable[int]) -> int:
@@ -38,7 +47,18 @@ def extraction_doorbell(*, integration_ids: Iterable[int]) -> int:
     ids = sorted(set(integration_ids))
     if not ids:
         return 0
-    Integration.objects.filter(pk__in=ids, status=Integration.Status.ACTIVE).update(notified_at=now)
+    Integration.objects.filter(pk__in=ids, status=Integration.Status.ACTIVE).update(
+        notified_at=now,
+        # The mailbox's own time between rings (a moving average), from which its push's quiet time follows.
+        ring_gap_s=RawSQL(
+            "CASE WHEN notified_at IS NULL THEN ring_gap_s"
+            " WHEN ring_gap_s IS NULL THEN EXTRACT(EPOCH FROM %s - notified_at)"
+            " ELSE 0.8 * ring_gap_s + 0.2 * EXTRACT(EPOCH FROM %s - notified_at) END",
+            [now, now],
+        ),
+        # Rung: due to the scan soon, in case the run asked for here cannot start or its job is lost.
+        next_check_at=Least(F("next_check_at"), now + timedelta(seconds=settings.EXTRACTION_SCAN_SECONDS / 2)),
+    )
     ready = Integration.objects.filter(pk__in=ids, status=Integration.Status.ACTIVE).filter(
         Q(retry_after__isnull=True) | Q(retry_after__lte=now)
     )
@@ -118,39 +138,147 @@ def outlook_ring_covered(
     return done == len(message_ids)
 
 
-# The polling safety net ------------------------------------------------------------------------------
+# Polling by need ---------------------------------------------------------------------------------------
+
+CLAIM_CHUNK = 1000  # mailboxes claimed per statement
+CHECK_CHUNK = 100  # mailboxes per idle-check job: at most one broker message per hundred due mailboxes
 
 
-def mailboxes_claim_due() -> set[int]:
-    """Claim the mailboxes due a poll, in one statement, and return their people's ids.
+@dataclass(frozen=True)
+class Claimed:
+    """A mailbox the scan claimed, and what its claim found: it rang and was not read since (a run, at once),
+    it waits out a throttle (nothing), or it was read within its interval (nothing: a run read it)."""
 
-    Due: active, not waiting out a throttle, and either not read successfully for a poll interval (nor
-    claimed for one), or rung since its last successful read a scan interval ago and not claimed since the
-    ring. Claiming sets `polled_at` under FOR UPDATE SKIP LOCKED, so two beats, or a scan that overlaps
-    the previous one, never claim a mailbox twice.
+    integration_id: int
+    user_id: int
+    rung_unread: bool
+    throttled: bool
+    read_recently: bool
+
+    @property
+    def to_check(self) -> bool:
+        return not (self.rung_unread or self.throttled or self.read_recently)
+
+
+def push_healthy_sql(now: str) -> str:
+    """SQL, over `i` (the mailbox) and `pc` (its push channel, LEFT JOINed): whether its push works. A live
+    channel (not expired, its last open or renewal refused nothing) that has rung at least once since it was
+    opened (a channel that never delivered proves nothing: it may be dropped from the start), heard from (a
+    ring, or the channel confirmed) within the mailbox's expected quiet time, and not caught missing mail
+    since its last ring (extraction/idlecheck.py)."""
+    return f"""(pc.id IS NOT NULL AND pc.expires_at > {now} AND pc.last_error = ''
+        AND i.notified_at >= pc.created_at
+        AND GREATEST(i.notified_at, pc.updated_at) + {_quiet_sql()} > {now}
+        AND (i.push_missed_at IS NULL OR i.notified_at > i.push_missed_at))"""
+
+
+def _quiet_sql() -> str:
+    """How long the mailbox may stay silent with its push still working: four of its own gaps between rings,
+    never less than the channel's renewal period and an hour (a renewal confirms it; nights are quiet)."""
+    floor = settings.PUSH_RENEW_HOURS * 3600 + 3600
+    return f"make_interval(secs => GREATEST({floor}, 4 * COALESCE(i.ring_gap_s, 0)))"
+
+
+def mailboxes_claim_due(*, now: datetime | None = None, limit: int = CLAIM_CHUNK) -> list[Claimed]:
+    """Claim up to `limit` due mailboxes, in one statement, and say what each needs.
+
+    Due: active, and its `next_check_at` passed (an index holds the active mailboxes by it, so a claim reads
+    only the due ones, oldest first). Claiming moves `next_check_at` on, under FOR UPDATE SKIP LOCKED, so
+    any number of scans share the work and none claims a mailbox twice: to the end of a throttle; else a
+    sweep interval (EXTRACTION_SWEEP_MINUTES) on from its last read or now when its push is healthy, but no
+    later than the moment that push would have gone quiet; a poll interval (EXTRACTION_SCHEDULE_MINUTES)
+    without it. A check that never happens (its job lost) is thus made up within an interval.
     """
-    now = timezone.now()
-    poll_cut = now - timedelta(minutes=settings.EXTRACTION_SCHEDULE_MINUTES)
-    ring_cut = now - timedelta(seconds=settings.EXTRACTION_SCAN_SECONDS / 2)
+    now = now or timezone.now()
+    sweep = settings.EXTRACTION_SWEEP_MINUTES * 60
+    poll = settings.EXTRACTION_SCHEDULE_MINUTES * 60
+    healthy = push_healthy_sql("%(now)s")
+    interval = f"make_interval(secs => CASE WHEN {healthy} THEN {sweep} ELSE {poll} END)"
+    rung_unread = "(i.notified_at IS NOT NULL AND (i.last_success_at IS NULL OR i.notified_at > i.last_success_at))"
+    read_recently = f"(i.last_success_at IS NOT NULL AND i.last_success_at + {interval} > %(now)s)"
+    throttled = "(i.retry_after IS NOT NULL AND i.retry_after > %(now)s)"
+    gone_quiet = f"(CASE WHEN {healthy} THEN GREATEST(i.notified_at, pc.updated_at) + {_quiet_sql()} END)"
+    following = f"""CASE
+        WHEN {throttled} THEN i.retry_after
+        ELSE GREATEST(%(now)s + make_interval(secs => %(scan)s), LEAST(
+            CASE WHEN {read_recently} AND NOT {rung_unread} THEN i.last_success_at ELSE %(now)s END + {interval},
+            {gone_quiet}))
+        END"""
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            UPDATE integrations_integration SET polled_at = %s WHERE id IN (
+        cursor.execute(  # the SQL pieces above are ours: every value is a parameter
+            f"""
+            WITH due AS (
                 SELECT id FROM integrations_integration
-                WHERE status = %s AND (retry_after IS NULL OR retry_after <= %s)
-                  AND (
-                    ((last_success_at IS NULL OR last_success_at <= %s)
-                      AND (polled_at IS NULL OR polled_at <= %s))
-                    OR (notified_at IS NOT NULL AND notified_at <= %s
-                      AND (last_success_at IS NULL OR notified_at > last_success_at)
-                      AND (polled_at IS NULL OR polled_at < notified_at))
-                  )
+                WHERE status = %(active)s AND next_check_at <= %(now)s
+                ORDER BY next_check_at LIMIT %(limit)s
                 FOR UPDATE SKIP LOCKED
-            ) RETURNING user_id
-            """,
-            [now, Integration.Status.ACTIVE, now, poll_cut, poll_cut, ring_cut],
+            ), claimed AS (
+                SELECT i.id, i.user_id, {rung_unread} AS rung_unread, {throttled} AS throttled,
+                       {read_recently} AS read_recently, {following} AS following
+                FROM due JOIN integrations_integration i ON i.id = due.id
+                LEFT JOIN integrations_pushchannel pc ON pc.integration_id = i.id
+            )
+            UPDATE integrations_integration i SET next_check_at = claimed.following
+            FROM claimed WHERE i.id = claimed.id
+            RETURNING i.id, i.user_id, claimed.rung_unread, claimed.throttled, claimed.read_recently
+            """,  # noqa: S608
+            {
+                "now": now,
+                "active": Integration.Status.ACTIVE,
+                "limit": limit,
+                "scan": settings.EXTRACTION_SCAN_SECONDS,
+            },
         )
-        return {int(row[0]) for row in cursor.fetchall()}
+        return [Claimed(int(r[0]), int(r[1]), bool(r[2]), bool(r[3]), bool(r[4])) for r in cursor.fetchall()]
+
+
+def extraction_scan(*, now: datetime | None = None, check_job: Any, budget_s: float | None = None) -> ScanResult:
+    """One scan: claim the due mailboxes chunk by chunk; a run at once for each person whose mailbox rang
+    and was not read since; one idle-check job (`check_job`, given the ids) per CHECK_CHUNK of the others.
+    Stops when nothing is due, or after `budget_s` (half a scan interval by default), leaving the rest to
+    the next scan or to a scan running beside it."""
+    budget = settings.EXTRACTION_SCAN_SECONDS / 2 if budget_s is None else budget_s
+    started = time.monotonic()
+    result = ScanResult()
+    while True:
+        claimed = mailboxes_claim_due(now=now)
+        result.claimed += len(claimed)
+        rung = {c.user_id for c in claimed if c.rung_unread and not c.throttled}
+        if rung:
+            result.runs_queued += extraction_runs_request_many(user_ids=rung, trigger=ExtractionRun.Trigger.SCHEDULE)
+        ids = [c.integration_id for c in claimed if c.to_check]
+        chunks = [ids[n : n + CHECK_CHUNK] for n in range(0, len(ids), CHECK_CHUNK)]
+        result.checked += len(ids)
+        result.jobs_sent += _send_checks(chunks, check_job, now=now)
+        if len(claimed) < CLAIM_CHUNK or time.monotonic() - started > budget:
+            return result
+
+
+@dataclass
+class ScanResult:
+    claimed: int = 0  # due mailboxes claimed
+    checked: int = 0  # of them, sent to an idle check
+    jobs_sent: int = 0  # idle-check jobs (broker messages)
+    runs_queued: int = 0  # runs requested at once (rung and not read since)
+
+
+def _send_checks(chunks: list[list[int]], job: Any, *, now: datetime | None) -> int:
+    """Send one job per chunk in one Redis round trip (see `_enqueue_many`). Chunks whose jobs may not have
+    been sent come due again after a scan interval, not after a whole poll interval."""
+    if not chunks:
+        return 0
+    try:
+        with job.app.producer_or_acquire() as producer, producer.batch(max_size=len(chunks)):
+            queue = job.app.amqp.router.route({}, job.name)["queue"]
+            producer.maybe_declare(queue)
+            for chunk in chunks:
+                job.apply_async((chunk,), producer=producer, queue=queue, declare=[], argsrepr="(...)", kwargsrepr="{}")
+    except Exception:  # kombu raises many transport errors; the scan must go on
+        logger.exception("could not queue %d idle checks", len(chunks))
+        soon = (now or timezone.now()) + timedelta(seconds=settings.EXTRACTION_SCAN_SECONDS)
+        Integration.objects.filter(pk__in=[i for chunk in chunks for i in chunk]).update(next_check_at=soon)
+        return 0
+    return len(chunks)
 
 
 def extraction_runs_request_many(*, user_ids: Iterable[int], trigger: str) -> int:

@@ -4,6 +4,8 @@ from typing import Literal
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Now
+from django.utils import timezone
 
 from config.models import TimeStampedModel
 
@@ -46,13 +48,23 @@ class Integration(TimeStampedModel):
     notified_at = models.DateTimeField(null=True, blank=True)
     polled_at = models.DateTimeField(null=True, blank=True)
     throttle_count = models.PositiveIntegerField(default=0)
+    # Polling by need (extraction/scheduling.py): when the scan next looks at the mailbox, when an idle check
+    # last asked the provider, the mailbox's own time between rings, and when a check found mail push missed.
+    next_check_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    checked_at = models.DateTimeField(null=True, blank=True)
+    ring_gap_s = models.FloatField(null=True, blank=True)
+    push_missed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["user", "provider", "account_address"], name="one_integration_per_mailbox")
         ]
-        # The admin's searches by a mailbox's address (its own list, and the ledger's).
-        indexes = [models.Index(fields=["account_address"], name="integration_address")]
+        indexes = [
+            # The admin's searches by a mailbox's address (its own list, and the ledger's).
+            models.Index(fields=["account_address"], name="integration_address"),
+            # The scan's claim: the due active mailboxes, oldest first, without reading the others.
+            models.Index(fields=["next_check_at"], condition=models.Q(status="active"), name="integration_due"),
+        ]
         ordering = ("provider", "account_address")
         verbose_name = "mailbox"
         verbose_name_plural = "mailboxes"

@@ -81,10 +81,20 @@ def test_backlog_is_read_in_several_runs_by_a_worker() -> None:  # about 30 s
     assert figures["lost"] == 0
 
 
-def test_scheduler_queues_and_measures_idle_runs() -> None:  # about 15 s
+def test_scheduler_queues_and_measures_idle_checks() -> None:  # about 15 s
     _, figures = run_benchmark("scheduler", "--people", "200", "--sample", "3")
-    assert figures["runs_queued"] == 200
+    assert figures["due_per_tick"] == 200
+    assert figures["broker_messages"] == 2  # one idle-check job per hundred mailboxes
+    assert (figures["runs_queued"], figures["run_rows_written_idle"]) == (0, 0)
     assert figures["idle_runs"] == 3
+
+
+def test_scale_simulates_its_scan_and_executes_idle_checks() -> None:  # about 20 s
+    code, figures = run_benchmark("scale", "--people", "500", "--sample", "100", "--minutes", "3")
+    assert code == 0, figures["checks_failed"]
+    assert figures["mailboxes"] == 1000
+    assert figures["idle_checks_executed"] > 0
+    assert figures["run_rows_written_idle"] == 0
 
 
 def test_task_list_measures_every_page() -> None:  # about 20 s

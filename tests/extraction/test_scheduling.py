@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import redis
 from django.conf import settings
-from django.test import Client
+from django.test import Client, TestCase
 from django.utils import timezone
 from django_ratelimit.core import get_usage
 
@@ -23,9 +24,10 @@ from accounts.consent import CONSENT_VERSION
 from accounts.models import AIConsent, User
 from accounts.services import consent_grant
 from config.celery import app
-from extraction.jobs import extraction_run_job, extraction_schedule_job
+from extraction.idlecheck import mailboxes_idle_check
+from extraction.jobs import extraction_idle_check_job, extraction_run_job, extraction_schedule_job
 from extraction.models import ExtractionRun
-from extraction.scheduling import PUSH_GROUP, extraction_doorbell, mailboxes_claim_due
+from extraction.scheduling import PUSH_GROUP, extraction_doorbell, extraction_runs_request_many, mailboxes_claim_due
 from integrations.models import Integration
 from integrations.services import backoff_seconds
 from sandbox.client import SandboxClient
@@ -44,35 +46,44 @@ def _read_long_ago(integration: Integration, minutes: int = 60) -> None:
 # The polling safety net ---------------------------------------------------------------------------------
 
 
-def test_a_mailbox_not_read_for_a_poll_interval_gets_a_run_and_only_once_across_overlapping_scans(
+def scan_and_check() -> int:
+    """One scan, then its idle-check jobs taken from the queue and done here, as a worker would. Returns
+    how many runs were queued (by the scan and by the checks)."""
+    queued = ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED)
+    before = queued.count()
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        extraction_schedule_job()
+    for name, ids in _take_queued_jobs():
+        if name == extraction_idle_check_job.name:
+            with TestCase.captureOnCommitCallbacks(execute=True):
+                mailboxes_idle_check(integration_ids=ids)
+    return queued.count() - before
+
+
+def test_a_mailbox_not_read_for_a_poll_interval_with_mail_gets_a_run_and_only_once_across_overlapping_scans(
     gmail: GmailBox, consenting_user: User, broker_queue: Callable[[], int], django_capture_on_commit_callbacks
 ) -> None:
+    gmail.deliver(ask(1))
     _read_long_ago(gmail.integration)
 
-    with django_capture_on_commit_callbacks(execute=True):
-        first = extraction_schedule_job()
-    with django_capture_on_commit_callbacks(execute=True):
-        ExtractionRun.objects.update(status=ExtractionRun.Status.FAILED)  # even were the first run over already
-        second = extraction_schedule_job()  # a second beat, or a scan overlapping the first
+    first = scan_and_check()
+    ExtractionRun.objects.update(status=ExtractionRun.Status.FAILED)  # even were the first run over already
+    second = scan_and_check()  # a second beat, or a scan overlapping the first
 
     assert (first, second) == (1, 0)
-    assert broker_queue() == 1
     assert ExtractionRun.objects.filter(trigger=ExtractionRun.Trigger.SCHEDULE).count() == 1
 
 
-def test_a_mailbox_read_recently_is_not_polled_but_one_rung_and_not_read_since_is(
+def test_a_mailbox_rung_and_not_read_since_is_claimed_for_a_run_and_only_once(
     gmail: GmailBox, consenting_user: User, settings
 ) -> None:
-    Integration.objects.filter(pk=gmail.integration.pk).update(last_success_at=timezone.now())
-    assert mailboxes_claim_due() == set()
-
     rung = timezone.now() - timedelta(seconds=settings.EXTRACTION_SCAN_SECONDS)
     Integration.objects.filter(pk=gmail.integration.pk).update(
-        last_success_at=rung - timedelta(seconds=5), notified_at=rung
+        last_success_at=rung - timedelta(seconds=5), notified_at=rung, next_check_at=rung
     )
 
-    assert mailboxes_claim_due() == {consenting_user.pk}
-    assert mailboxes_claim_due() == set()  # claimed: not again until it rings again or a poll interval passes
+    assert [(c.user_id, c.rung_unread) for c in mailboxes_claim_due()] == [(consenting_user.pk, True)]
+    assert mailboxes_claim_due() == []  # claimed: not again until it rings again or its interval passes
 
 
 def test_the_scan_leaves_out_throttled_mailboxes_and_people_gemini_asked_to_wait(
@@ -87,9 +98,10 @@ def test_the_scan_leaves_out_throttled_mailboxes_and_people_gemini_asked_to_wait
     ExtractionRun.objects.create(
         user=other, trigger="manual", status="failed", retry_after=timezone.now() + timedelta(minutes=1)
     )
+    gmail.deliver(ask(1))
+    other_box.deliver(ask(2))
 
-    with django_capture_on_commit_callbacks(execute=True):
-        assert extraction_schedule_job() == 0
+    assert scan_and_check() == 0
 
 
 def _people_due(count: int, *, first: int = 0) -> list[int]:
@@ -111,10 +123,10 @@ def _people_due(count: int, *, first: int = 0) -> list[int]:
     return [u.pk for u in users]
 
 
-def _take_queued_jobs() -> list[tuple[str, int]]:
+def _take_queued_jobs() -> list[tuple[str, Any]]:
     """Take every job waiting in the Celery queue as a worker's consumer receives it (kombu decodes the
-    message): its task's name and its run id."""
-    jobs: list[tuple[str, int]] = []
+    message): its task's name and its run id (or, for an idle check, its mailboxes' ids)."""
+    jobs: list[tuple[str, Any]] = []
     with (
         app.connection_for_read() as connection,
         connection.SimpleQueue(settings.CELERY_TASK_DEFAULT_QUEUE) as queue,
@@ -130,13 +142,13 @@ def _take_queued_jobs() -> list[tuple[str, int]]:
             message.ack()
 
 
-def test_a_scan_sends_the_jobs_of_its_people_in_one_broker_round_trip_each_a_job_a_worker_takes(
+def test_runs_requested_in_bulk_send_their_jobs_in_one_broker_round_trip_each_a_job_a_worker_takes(
     redis_pushes: list[int], django_capture_on_commit_callbacks
 ) -> None:
-    _people_due(250)
+    people = _people_due(250)
 
     with django_capture_on_commit_callbacks(execute=True):
-        queued = extraction_schedule_job()
+        queued = extraction_runs_request_many(user_ids=people, trigger=ExtractionRun.Trigger.SCHEDULE)
 
     assert queued == 250
     assert redis_pushes == [250]  # one round trip for the scan's chunk of people, not one per person
@@ -144,26 +156,26 @@ def test_a_scan_sends_the_jobs_of_its_people_in_one_broker_round_trip_each_a_job
     assert _take_queued_jobs() == sorted((extraction_run_job.name, pk) for pk in runs.values_list("pk", flat=True))
 
 
-def test_a_broker_that_refuses_the_scans_jobs_ends_each_run_with_a_reason_and_the_next_scan_queues_anew(
+def test_a_broker_that_refuses_bulk_runs_jobs_ends_each_run_with_a_reason_and_the_next_request_queues_anew(
     broker_queue: Callable[[], int], django_capture_on_commit_callbacks
 ) -> None:
-    _people_due(1)
+    first = _people_due(1)
     with django_capture_on_commit_callbacks(execute=True):
-        extraction_schedule_job()  # the queue declared, as by any earlier scan: the refusal comes at the push
+        # The queue declared, as by any earlier request: the refusal comes at the push.
+        extraction_runs_request_many(user_ids=first, trigger=ExtractionRun.Trigger.SCHEDULE)
     people = _people_due(3, first=1)
     broker = redis.Redis.from_url(settings.REDIS_URL)
     broker.set(settings.CELERY_TASK_DEFAULT_QUEUE, "not a list")  # Redis refuses every push onto the queue
 
     with django_capture_on_commit_callbacks(execute=True):
-        extraction_schedule_job()  # the scan itself does not fail
+        extraction_runs_request_many(user_ids=people, trigger=ExtractionRun.Trigger.SCHEDULE)  # does not fail
 
     ended = ExtractionRun.objects.filter(user_id__in=people)
     assert sorted((r.status, r.error_code) for r in ended) == [("failed", "queue_unavailable")] * 3
 
     broker.delete(settings.CELERY_TASK_DEFAULT_QUEUE)
-    Integration.objects.filter(user_id__in=people).update(polled_at=None)  # due again, as after a poll interval
     with django_capture_on_commit_callbacks(execute=True):
-        assert extraction_schedule_job() == 3
+        assert extraction_runs_request_many(user_ids=people, trigger=ExtractionRun.Trigger.SCHEDULE) == 3
     assert broker_queue() == 3
 
 
@@ -240,8 +252,8 @@ def test_a_throttled_mailbox_waits_longer_each_time_honours_retry_after_and_a_su
         assert (integration.retry_after - after).total_seconds() <= base
         # Neither a ring nor the scan starts a run for it while it waits...
         assert extraction_doorbell(integration_ids=[gmail.integration.pk]) == 0
-        Integration.objects.filter(pk=gmail.integration.pk).update(last_success_at=None, polled_at=None)
-        assert mailboxes_claim_due() == set()
+        Integration.objects.filter(pk=gmail.integration.pk).update(last_success_at=None, next_check_at=timezone.now())
+        assert [c.throttled for c in mailboxes_claim_due()] == [True]
         # ...and a run started anyway leaves the mailbox out, untouched and without a call, until the wait is over.
         sandbox.clear_requests()
         assert run_extraction(consenting_user).status == ExtractionRun.Status.FAILED
@@ -281,6 +293,6 @@ def test_a_gemini_429_with_a_retry_delay_makes_the_persons_runs_wait_that_long(
     assert run.retry_after is not None
     assert (run.retry_after - before).total_seconds() >= 120 >= (run.retry_after - after).total_seconds()
     _read_long_ago(gmail.integration)
+    assert scan_and_check() == 0  # the scan waits for Gemini
     with django_capture_on_commit_callbacks(execute=True):
-        assert extraction_schedule_job() == 0  # the scan waits for Gemini
         assert extraction_doorbell(integration_ids=[gmail.integration.pk]) == 0  # and so does the doorbell

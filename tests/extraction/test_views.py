@@ -3,9 +3,9 @@ from django.test import Client
 
 from accounts.models import User
 from accounts.services import consent_grant
-from extraction.jobs import extraction_schedule_job
 from extraction.models import ExtractionRun
 from tests.conftest import GmailBox, connect_gmail, run_extraction
+from tests.extraction.test_scheduling import scan_and_check
 from tests.factories import UserFactory
 from tests.mail import ask
 
@@ -90,22 +90,20 @@ def test_api_reads_the_run_record(client: Client, gmail: GmailBox, consenting_us
 
 
 def test_the_schedule_queues_runs_only_for_consenting_people_with_a_mailbox(
-    sandbox, broker_queue, django_capture_on_commit_callbacks
+    sandbox,
 ) -> None:
     with_all = UserFactory()
     consent_grant(user=with_all)
-    connect_gmail(sandbox, with_all, "a@example.com")
+    connect_gmail(sandbox, with_all, "a@example.com").deliver(ask(1))
     no_consent = UserFactory()
-    connect_gmail(sandbox, no_consent, "b@example.com")
+    connect_gmail(sandbox, no_consent, "b@example.com").deliver(ask(2))
     no_mailbox = UserFactory()
     consent_grant(user=no_mailbox)
 
-    with django_capture_on_commit_callbacks(execute=True):
-        queued = extraction_schedule_job()
+    queued = scan_and_check()
 
     assert queued == 1
     assert list(ExtractionRun.objects.values_list("user", "trigger")) == [(with_all.pk, "schedule")]
-    assert broker_queue() == 1
 
 
 def test_home_asks_for_consent_and_a_mailbox_first(client: Client, user: User) -> None:

@@ -156,4 +156,4 @@ def test_every_doorbell_answers_503_while_redis_is_down_and_the_ring_is_not_lost
     assert integration.notified_at is not None
     settings.EXTRACTION_SCAN_SECONDS = 1
     time.sleep(0.6)
-    assert mailboxes_claim_due() == {integration.user_id}
+    assert [(c.user_id, c.rung_unread) for c in mailboxes_claim_due()] == [(integration.user_id, True)]

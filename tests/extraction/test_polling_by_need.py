@@ -1,0 +1,217 @@
+"""Polling by need (issue 24): what the scan finds due is an idle check, not a run.
+
+What must hold: a mailbox with nothing new costs one provider call per cursor and writes no run row, only
+when it was checked; one with mail gets a real run; no consent, no provider call; a mailbox whose push
+works is swept every EXTRACTION_SWEEP_MINUTES, one without, or whose push missed mail, every
+EXTRACTION_SCHEDULE_MINUTES; one that rang and was not read since gets a run at once; a throttled mailbox
+waits; the scan sends one broker message per chunk of due mailboxes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from accounts.models import AIConsent, User
+from extraction.idlecheck import mailboxes_idle_check
+from extraction.jobs import extraction_idle_check_job, extraction_schedule_job
+from extraction.models import ExtractionRun
+from extraction.scheduling import CHECK_CHUNK, extraction_scan, mailboxes_claim_due
+from integrations.models import Integration, PushChannel
+from sandbox.client import SandboxClient
+from tests.conftest import GmailBox, OutlookBox, run_extraction
+from tests.extraction.test_scheduling import _people_due
+from tests.mail import ask
+
+pytestmark = pytest.mark.django_db
+
+
+def _read_once(box: GmailBox | OutlookBox, user: User) -> None:
+    run = run_extraction(user)
+    assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
+    box.sandbox.clear_requests()
+
+
+def _provider_requests(sandbox: SandboxClient, service: str) -> list[str]:
+    return [r["path"] for r in sandbox.requests(service) if "/token" not in r["path"]]
+
+
+def test_a_gmail_mailbox_with_nothing_new_costs_one_history_call_and_writes_no_run(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
+) -> None:
+    _read_once(gmail, consenting_user)
+    runs = ExtractionRun.objects.count()
+
+    result = mailboxes_idle_check(integration_ids=[gmail.integration.pk])
+
+    assert (result.quiet, result.calls, result.runs_queued) == (1, 1, 0)
+    assert [p.rsplit("/", 1)[-1] for p in _provider_requests(sandbox, "gmail")] == ["history"]
+    assert ExtractionRun.objects.count() == runs
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.checked_at is not None
+
+
+def test_an_outlook_mailbox_with_nothing_new_costs_one_delta_call_and_writes_no_run(
+    sandbox: SandboxClient, outlook: OutlookBox, consenting_user: User
+) -> None:
+    runs = ExtractionRun.objects.count()
+
+    result = mailboxes_idle_check(integration_ids=[outlook.integration.pk])
+
+    assert (result.quiet, result.calls, result.runs_queued) == (1, 1, 0)
+    assert len(_provider_requests(sandbox, "graph")) == 1
+    assert ExtractionRun.objects.count() == runs
+
+
+def test_a_mailbox_with_new_mail_gets_a_real_run(
+    gmail: GmailBox, consenting_user: User, broker_queue: Callable[[], int], django_capture_on_commit_callbacks
+) -> None:
+    _read_once(gmail, consenting_user)
+    gmail.deliver(ask(1))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        result = mailboxes_idle_check(integration_ids=[gmail.integration.pk])
+
+    assert (result.with_mail, result.runs_queued) == (1, 1)
+    run = ExtractionRun.objects.get(status=ExtractionRun.Status.QUEUED)
+    assert run.trigger == ExtractionRun.Trigger.SCHEDULE
+    assert broker_queue() == 1
+
+
+def test_without_consent_an_idle_check_asks_no_provider(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
+) -> None:
+    _read_once(gmail, consenting_user)
+    AIConsent.objects.filter(user=consenting_user).update(revoked_at=timezone.now())
+
+    result = mailboxes_idle_check(integration_ids=[gmail.integration.pk])
+
+    assert (result.skipped, result.calls) == (1, 0)
+    assert sandbox.requests("gmail") == []
+
+
+def test_a_throttled_check_makes_the_mailbox_wait_and_the_scan_leaves_it_until_then(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
+) -> None:
+    _read_once(gmail, consenting_user)
+    sandbox.fault("gmail", 429, route="history", headers={"Retry-After": "120"}, times=None)
+
+    mailboxes_idle_check(integration_ids=[gmail.integration.pk])
+
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.retry_after is not None
+    assert gmail.integration.retry_after > timezone.now() + timedelta(seconds=100)
+    Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=timezone.now())
+    (claimed,) = mailboxes_claim_due()
+    assert claimed.throttled and not claimed.to_check
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.next_check_at == gmail.integration.retry_after
+
+
+def _live_channel(integration: Integration, *, rung: bool = True) -> None:
+    """A push channel opened a minute ago, that has rung since (or not)."""
+    opened = timezone.now() - timedelta(minutes=1)
+    channel = PushChannel.objects.create(
+        integration=integration, external_id="projects/p/topics/t", expires_at=opened + timedelta(days=7)
+    )
+    PushChannel.objects.filter(pk=channel.pk).update(created_at=opened, updated_at=opened)
+    if rung:
+        Integration.objects.filter(pk=integration.pk).update(notified_at=opened + timedelta(seconds=1))
+        run = run_extraction(integration.user)  # the ring's run read it
+        assert run.status == ExtractionRun.Status.SUCCEEDED
+
+
+def test_healthy_push_is_swept_every_sweep_interval_and_without_push_every_poll_interval(
+    gmail: GmailBox, consenting_user: User, settings
+) -> None:
+    settings.EXTRACTION_SWEEP_MINUTES, settings.EXTRACTION_SCHEDULE_MINUTES = 60, 10
+    _read_once(gmail, consenting_user)
+    now = timezone.now() + timedelta(minutes=61)  # past both intervals since the read
+
+    (claimed,) = mailboxes_claim_due(now=now)  # no push channel
+    assert claimed.to_check
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.next_check_at == now + timedelta(minutes=10)
+
+    _live_channel(gmail.integration, rung=False)  # a channel that never rang: perhaps dropped from the start
+    Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=now)
+    mailboxes_claim_due(now=now)
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.next_check_at == now + timedelta(minutes=10)
+
+    PushChannel.objects.all().delete()
+    _live_channel(gmail.integration)  # it rang since it was opened
+    Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=now)
+    mailboxes_claim_due(now=now)
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.next_check_at == now + timedelta(minutes=60)
+
+
+def test_a_mailbox_read_within_its_interval_is_not_asked_again(gmail: GmailBox, consenting_user: User) -> None:
+    _read_once(gmail, consenting_user)
+    gmail.integration.refresh_from_db()
+    read_at = gmail.integration.last_success_at
+    assert read_at is not None
+
+    (claimed,) = mailboxes_claim_due(now=read_at + timedelta(minutes=3))
+
+    assert claimed.read_recently and not claimed.to_check
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.next_check_at == read_at + timedelta(minutes=10)
+
+
+def test_push_that_missed_mail_counts_as_no_push_until_it_rings_again(
+    gmail: GmailBox, consenting_user: User, settings, django_capture_on_commit_callbacks
+) -> None:
+    _read_once(gmail, consenting_user)
+    _live_channel(gmail.integration)
+    gmail.deliver(ask(1))  # no ring came for it
+
+    with django_capture_on_commit_callbacks(execute=True):
+        mailboxes_idle_check(integration_ids=[gmail.integration.pk])
+
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.push_missed_at is not None
+    now = timezone.now() + timedelta(minutes=61)
+    Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=now)
+    mailboxes_claim_due(now=now)
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.next_check_at == now + timedelta(minutes=settings.EXTRACTION_SCHEDULE_MINUTES)
+
+    Integration.objects.filter(pk=gmail.integration.pk).update(notified_at=now, next_check_at=now)  # it rang
+    mailboxes_claim_due(now=now)
+    gmail.integration.refresh_from_db()
+    assert gmail.integration.next_check_at == now + timedelta(minutes=settings.EXTRACTION_SWEEP_MINUTES)
+
+
+def test_a_mailbox_that_rang_and_was_not_read_since_gets_a_run_from_the_scan_at_once(
+    gmail: GmailBox, consenting_user: User, broker_queue: Callable[[], int], django_capture_on_commit_callbacks
+) -> None:
+    _read_once(gmail, consenting_user)
+    gmail.integration.refresh_from_db()
+    rung = timezone.now()
+    Integration.objects.filter(pk=gmail.integration.pk).update(notified_at=rung, next_check_at=rung)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        result = extraction_scan(check_job=extraction_idle_check_job)
+
+    assert (result.claimed, result.runs_queued, result.jobs_sent) == (1, 1, 0)
+    assert broker_queue() == 1
+    assert ExtractionRun.objects.filter(status=ExtractionRun.Status.QUEUED).count() == 1
+
+
+def test_the_scan_sends_one_job_per_chunk_of_due_mailboxes_and_claims_each_once(
+    redis_pushes: list[int], broker_queue: Callable[[], int]
+) -> None:
+    _people_due(250)
+
+    first = extraction_schedule_job()
+    second = extraction_schedule_job()  # a second beat, or a scan overlapping the first
+
+    assert (first, second) == (250, 0)
+    assert broker_queue() == -(-250 // CHECK_CHUNK) == 3
+    assert redis_pushes == [3]  # one round trip for the chunk's jobs
+    assert ExtractionRun.objects.count() == 0
