@@ -26,7 +26,7 @@ from django.utils import timezone
 from accounts.models import AIConsent
 from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.scheduling import extraction_runs_request_many
-from integrations.models import Integration, PushChannel, SyncCursor
+from integrations.models import FIRST_READ, Integration, PushChannel, SyncCursor
 from integrations.providers.base import FOLDERS, CursorExpired, Folder, MailProvider, ProviderError
 from integrations.services import (
     cursor_fits,
@@ -59,7 +59,7 @@ class _Box:
     cursors: list[SyncCursor]
     provider: MailProvider | None = None
     positions: dict[int, str] = field(default_factory=dict)  # cursor id -> the delta's position
-    listed: set[str] = field(default_factory=set)
+    listed: set[tuple[str, str]] = field(default_factory=set)  # (cursor purpose, message id)
     needs_run: bool = False
     error: ProviderError | None = None
     calls: int = 0
@@ -74,7 +74,7 @@ def mailboxes_idle_check(*, integration_ids: list[int], now: datetime | None = N
     """Check these mailboxes (a chunk the scan claimed) and request runs where there is mail."""
     now = now or timezone.now()
     result = CheckResult()
-    consenting = AIConsent.objects.current().filter(user=OuterRef("user_id"))
+    consenting = AIConsent.objects.in_force().filter(user=OuterRef("user_id"))  # an earlier text read as it said
     integrations = list(
         Integration.objects.filter(pk__in=integration_ids, status=Integration.Status.ACTIVE, user__is_active=True)
         .filter(Exists(consenting))
@@ -116,8 +116,8 @@ def mailboxes_idle_check(*, integration_ids: list[int], now: datetime | None = N
 def _prepare(box: _Box) -> None:
     """What can be told without asking: mail queued on the mailbox, a cursor to resync, no cursor."""
     integration = box.integration
-    if integration.backfill_pending or not box.cursors:
-        box.needs_run = True
+    if integration.backfill_pending or not box.cursors or any(c.value == FIRST_READ for c in box.cursors):
+        box.needs_run = True  # mail queued, or a first read (Sent mail after consent to it) to do
         return
     if any(not cursor_fits(cursor=c, integration=integration) for c in box.cursors):
         box.needs_run = True  # a cursor of another query: the run resyncs it
@@ -141,7 +141,7 @@ def _ask(box: _Box) -> None:
         except ProviderError as error:
             box.error = error
             return
-        box.listed.update(delta.message_ids)
+        box.listed.update((cursor.purpose, message_id) for message_id in delta.message_ids)
         box.positions[cursor.pk] = delta.new_cursor
 
 
@@ -149,12 +149,12 @@ def _compare_with_ledger(boxes: list[_Box]) -> None:
     """Mail listed that the ledger does not hold means a run (one statement for the chunk). Graph lists
     mail again when it is only read or flagged: that is not new."""
     wanted = {b.integration.pk: b for b in boxes}
-    known: dict[int, set[str]] = {}
+    known: dict[int, set[tuple[str, str]]] = {}
     rows = ProcessedEmail.objects.filter(
-        integration_id__in=list(wanted), message_id__in=list({m for b in boxes for m in b.listed})
-    ).values_list("integration_id", "message_id")
-    for integration_id, message_id in rows:
-        known.setdefault(integration_id, set()).add(message_id)
+        integration_id__in=list(wanted), message_id__in=list({m for b in boxes for _, m in b.listed})
+    ).values_list("integration_id", "purpose", "message_id")
+    for integration_id, purpose, message_id in rows:  # the ledger is kept per folder (purpose)
+        known.setdefault(integration_id, set()).add((purpose, message_id))
     for integration_id, box in wanted.items():
         box.needs_run = bool(box.listed - known.get(integration_id, set()))
 

@@ -18,9 +18,9 @@ from django.utils import timezone
 from accounts.models import AIConsent, User
 from extraction.idlecheck import mailboxes_idle_check
 from extraction.jobs import extraction_idle_check_job, extraction_schedule_job
-from extraction.models import ExtractionRun
+from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.scheduling import CHECK_CHUNK, extraction_scan, mailboxes_claim_due
-from integrations.models import Integration, PushChannel
+from integrations.models import FIRST_READ, Integration, PushChannel, SyncCursor
 from sandbox.client import SandboxClient
 from tests.conftest import GmailBox, OutlookBox, run_extraction
 from tests.extraction.test_scheduling import _people_due
@@ -39,7 +39,7 @@ def _provider_requests(sandbox: SandboxClient, service: str) -> list[str]:
     return [r["path"] for r in sandbox.requests(service) if "/token" not in r["path"]]
 
 
-def test_a_gmail_mailbox_with_nothing_new_costs_one_history_call_and_writes_no_run(
+def test_a_gmail_mailbox_with_nothing_new_costs_one_history_call_per_folder_and_writes_no_run(
     sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
 ) -> None:
     _read_once(gmail, consenting_user)
@@ -47,22 +47,23 @@ def test_a_gmail_mailbox_with_nothing_new_costs_one_history_call_and_writes_no_r
 
     result = mailboxes_idle_check(integration_ids=[gmail.integration.pk])
 
-    assert (result.quiet, result.calls, result.runs_queued) == (1, 1, 0)
-    assert [p.rsplit("/", 1)[-1] for p in _provider_requests(sandbox, "gmail")] == ["history"]
+    # One call for each cursor: the inbox's and Sent mail's (the person's consent covers Sent mail)
+    assert (result.quiet, result.calls, result.runs_queued) == (1, 2, 0)
+    assert [p.rsplit("/", 1)[-1] for p in _provider_requests(sandbox, "gmail")] == ["history", "history"]
     assert ExtractionRun.objects.count() == runs
     gmail.integration.refresh_from_db()
     assert gmail.integration.checked_at is not None
 
 
-def test_an_outlook_mailbox_with_nothing_new_costs_one_delta_call_and_writes_no_run(
+def test_an_outlook_mailbox_with_nothing_new_costs_one_delta_call_per_folder_and_writes_no_run(
     sandbox: SandboxClient, outlook: OutlookBox, consenting_user: User
 ) -> None:
     runs = ExtractionRun.objects.count()
 
     result = mailboxes_idle_check(integration_ids=[outlook.integration.pk])
 
-    assert (result.quiet, result.calls, result.runs_queued) == (1, 1, 0)
-    assert len(_provider_requests(sandbox, "graph")) == 1
+    assert (result.quiet, result.calls, result.runs_queued) == (1, 2, 0)
+    assert len(_provider_requests(sandbox, "graph")) == 2
     assert ExtractionRun.objects.count() == runs
 
 
@@ -215,3 +216,42 @@ def test_the_scan_sends_one_job_per_chunk_of_due_mailboxes_and_claims_each_once(
     assert broker_queue() == -(-250 // CHECK_CHUNK) == 3
     assert redis_pushes == [3]  # one round trip for the chunk's jobs
     assert ExtractionRun.objects.count() == 0
+
+
+def test_a_person_whose_consent_is_to_an_earlier_text_is_still_checked(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
+) -> None:
+    # A consent to text version 2 stays in force for what it said (inbox only): its mailbox is polled.
+    _read_once(gmail, consenting_user)
+    AIConsent.objects.filter(user=consenting_user).update(text_version="2")
+    gmail.integration.cursors.filter(purpose=SyncCursor.Purpose.SENT_MAIL).delete()
+
+    result = mailboxes_idle_check(integration_ids=[gmail.integration.pk])
+
+    assert (result.checked, result.skipped, result.quiet, result.calls) == (1, 0, 1, 1)
+
+
+def test_sent_mail_not_read_yet_after_consent_to_it_asks_for_a_run_without_a_call(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
+) -> None:
+    _read_once(gmail, consenting_user)
+    gmail.integration.cursors.filter(purpose=SyncCursor.Purpose.SENT_MAIL).update(value=FIRST_READ)
+
+    result = mailboxes_idle_check(integration_ids=[gmail.integration.pk])
+
+    assert (result.with_mail, result.calls) == (1, 0)
+    assert _provider_requests(sandbox, "gmail") == []
+
+
+def test_mail_to_oneself_read_as_inbox_mail_is_still_new_to_the_sent_cursor(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
+) -> None:
+    _read_once(gmail, consenting_user)
+    note = sandbox.deliver(gmail.address, ask(7), labels=["SENT", "INBOX"])
+    ProcessedEmail.objects.create(
+        integration=gmail.integration, message_id=note["id"], outcome=ProcessedEmail.Outcome.NO_TASKS
+    )  # read through the inbox already; the Sent ledger does not hold it
+
+    result = mailboxes_idle_check(integration_ids=[gmail.integration.pk])
+
+    assert result.with_mail == 1

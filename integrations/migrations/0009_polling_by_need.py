@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ('integrations', '0006_address_index'),
+        ('integrations', '0008_push_sent_subscription'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
