@@ -30,7 +30,7 @@ from extraction.jobs import extraction_run_job
 from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.services import extraction_runs_reap
 from sandbox.client import SandboxClient
-from tasks.models import Task
+from tasks.models import Task, TaskEvent
 from tests.conftest import GmailBox, OutlookBox, run_extraction
 from tests.mail import ask, no_ask
 from tests.processes import Forker
@@ -107,7 +107,12 @@ class Mail:
 def gemini_emails(sandbox: SandboxClient) -> list[set[int]]:
     """For each Gemini call so far, the numbers of the emails in its prompt."""
     return [
-        {int(n) for n in EMAIL_NUMBER.findall(json.loads(r["body"])["contents"][0]["parts"][0]["text"])}
+        {
+            int(n)
+            for line in json.loads(r["body"])["contents"][0]["parts"][0]["text"].splitlines()
+            if not line.startswith("Item item_")  # an open item given with a later email is not that email
+            for n in EMAIL_NUMBER.findall(line)
+        }
         for r in sandbox.requests("gemini")
         if r["method"] == "POST"
     ]
@@ -245,8 +250,10 @@ def test_a_run_with_parallel_calls_killed_with_answers_in_flight_loses_nothing_a
 
 
 # Inbox and Sent together --------------------------------------------------------------------------------
-# One Gmail mailbox read under both purposes in one run: its inbox's 12 emails first, then 8 it sent. Batch 1
-# is ten inbox emails, batch 2 the inbox's last two with the Sent mail (both purposes in one transaction).
+# One Gmail mailbox read under both purposes in one run: its inbox's 12 emails first, then 8 it sent, then the
+# person's replies delivering the asks of emails 500 and 501 (read in time order). Batch 1 is ten inbox emails,
+# batch 2 the inbox's last two with the 8 sent (both purposes in one transaction), batch 3 the two replies,
+# which close the two tasks batch 1 made: each close with its history row, in the batch's transaction.
 INBOX_MAIL = [(500 + n, n % 3 != 2) for n in range(12)]
 SENT_MAIL = [600 + n for n in range(8)]
 BOTH_CASES = [
@@ -258,10 +265,22 @@ BOTH_CASES = [
     pytest.param(Case("batch_tx", 2, handled_at_kill=10, spent_twice=True), id="batch_tx-both"),
     pytest.param(Case("after_batch", 1, handled_at_kill=10), id="after_batch-inbox"),
     pytest.param(Case("after_batch", 2, handled_at_kill=20), id="after_batch-both"),
-    pytest.param(Case("cursor_tx", handled_at_kill=20), id="cursor_tx"),
-    pytest.param(Case("cursor_tx", handled_at_kill=20, again=True), id="cursor_tx-twice"),
-    pytest.param(Case("after_commit", handled_at_kill=20), id="after_commit"),
+    pytest.param(Case("batch_tx", 3, handled_at_kill=20, spent_twice=True), id="batch_tx-replies"),
+    pytest.param(Case("after_batch", 3, handled_at_kill=22), id="after_batch-replies"),
+    pytest.param(Case("cursor_tx", handled_at_kill=22), id="cursor_tx"),
+    pytest.param(Case("cursor_tx", handled_at_kill=22, again=True), id="cursor_tx-twice"),
+    pytest.param(Case("after_commit", handled_at_kill=22), id="after_commit"),
 ]
+
+
+DELIVERED = [500, 501]
+
+
+def assert_every_close_once_with_its_history() -> None:
+    """No task is closed without its history row, none twice: the close and its row are one write."""
+    closes = Counter(TaskEvent.objects.filter(action=TaskEvent.Action.CLOSED).values_list("task_id", flat=True))
+    assert set(closes) == set(Task.objects.filter(status=Task.Status.DONE).values_list("pk", flat=True))
+    assert all(times == 1 for times in closes.values())
 
 
 def assert_every_row_once_with_its_tasks() -> None:
@@ -296,6 +315,19 @@ def test_a_run_reading_inbox_and_sent_killed_anywhere_moves_neither_cursor_ahead
         ): n
         for n in SENT_MAIL
     }
+    by_number = {n: message_id for message_id, n in mail.gmail.items()}
+    replies = {
+        str(
+            sandbox.send_gmail(
+                gmail.address,
+                to=["alex@example.com"],
+                subject="The report",  # no number: the reply is told apart from the emails counted by number
+                in_reply_to=by_number[n],
+                body="Here is the report you asked for.",
+            )["id"]
+        ): by_number[n]
+        for n in DELIVERED
+    }
     before = (gmail.cursor, gmail.sent_cursor)
     assert before[1] and before[1].startswith("sent:")
     sandbox.clear_requests()
@@ -306,6 +338,7 @@ def test_a_run_reading_inbox_and_sent_killed_anywhere_moves_neither_cursor_ahead
     lost_batch = gemini_emails(sandbox)[-1] if case.spent_twice else set()
     assert ProcessedEmail.objects.count() == case.handled_at_kill
     assert_every_row_once_with_its_tasks()
+    assert_every_close_once_with_its_history()
     if case.point == "after_commit":
         assert dead.status == ExtractionRun.Status.SUCCEEDED
         assert extraction_runs_reap() == (0, 0)
@@ -326,8 +359,12 @@ def test_a_run_reading_inbox_and_sent_killed_anywhere_moves_neither_cursor_ahead
     assert not ExtractionRun.objects.filter(status=ExtractionRun.Status.RUNNING).exists()
     inbox_rows = set(ProcessedEmail.objects.filter(purpose="task_extraction").values_list("message_id", flat=True))
     sent_rows = set(ProcessedEmail.objects.filter(purpose="sent_mail").values_list("message_id", flat=True))
-    assert (inbox_rows, sent_rows) == (set(mail.gmail), set(sent))
+    assert (inbox_rows, sent_rows) == (set(mail.gmail), {*sent, *replies})
     assert_every_row_once_with_its_tasks()
+    assert_every_close_once_with_its_history()
+    closed = Task.objects.filter(status=Task.Status.DONE)
+    assert set(closed.values_list("source_id", flat=True)) == set(replies.values())  # each delivered ask, once
+    assert set(TaskEvent.objects.values_list("message_id", flat=True)) == set(replies)
     assert set(mail.asking) <= set(Task.objects.values_list("source_id", flat=True))
     assert not Task.objects.values("user", "source", "source_id", "title_key").annotate(n=Count("id")).filter(n__gt=1)
     assert gmail.cursor == gmail.history_id() and gmail.sent_cursor == f"sent:{gmail.history_id()}"
