@@ -178,14 +178,17 @@ class MailboxReader:
             *([SyncCursor.Purpose.SENT_MAIL] if read_sent else []),
         ]
         failures = FetchFailure.objects.filter(integration_id=OuterRef("integration_id"), purpose=OuterRef("purpose"))
-        cursors = sorted(
+        # The purposes are chosen here, not in SQL: a person has a few cursors, found through their mailboxes'
+        # ids; a purpose predicate made the planner read the cursors' unique index whole.
+        every = (
             SyncCursor.objects.filter(
-                integration__user_id=self.record.run.user_id,
-                integration__status=Integration.Status.ACTIVE,
-                purpose__in=purposes,
+                integration__user_id=self.record.run.user_id, integration__status=Integration.Status.ACTIVE
             )
             .select_related("integration")
-            .annotate(fetch_failures=Exists(failures)),
+            .annotate(fetch_failures=Exists(failures))
+        )
+        cursors = sorted(
+            (cursor for cursor in every if cursor.purpose in purposes),
             key=lambda c: (c.integration.provider, c.integration.account_address, purposes.index(c.purpose)),
         )
         for cursor in cursors:
