@@ -100,12 +100,20 @@ class BatchCalls:
         size = settings.EXTRACTION_BATCH_SIZE
         batch: list[SourcedEmail] = []
         held: list[SourcedEmail] = []
+        # A copy of an email met earlier in the stream (the same message in another mailbox) rides on it and
+        # is not sent: it takes no place in a batch. Read in time order, copies sit between the others.
+        seen: set[tuple[str, str]] = set()
+        riders = 0
         for item in self.emails:
+            copy = bool(item.email.internet_message_id) and item.copy_key in seen
+            seen.add(item.copy_key)
             if _follows(item, batch) or _follows(item, held):
                 held.append(item)
             else:
                 batch.append(item)
-            if len(batch) == size:
+                riders += copy
+            if len(batch) - riders >= size:
+                riders = 0
                 yield batch
                 batch, held = _refill(held, size)
         while batch:

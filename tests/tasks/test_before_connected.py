@@ -33,7 +33,10 @@ def connected_days_ago(integration: Integration, days: int) -> None:
 
 
 def earlier_section(body: str) -> str:
-    found = re.search(r'<li class="group-heading earlier".*?</details>', body, re.S)
+    # Up to the group's own end: its tasks hold disclosures of their own (history, snooze)
+    found = re.search(
+        r'<li class="group-heading earlier".*?</ul>\s*(?:<p class="meta">[^<]*</p>\s*)?</details>', body, re.S
+    )
     assert found is not None, body
     return found[0]
 

@@ -274,7 +274,8 @@ def test_the_list_with_history_stays_constant_in_queries(
         email_closes(task, message_id=f"r{n}")
         TaskEventFactory(task=task, action=TaskEvent.Action.REOPENED, by=TaskEvent.By.PERSON, message_id="")
     Task.objects.filter(user=person).update(status=Task.Status.DONE)
-    with django_assert_max_num_queries(14):  # type: ignore[operator]
+    # 15: one of them marks when the person last looked at the list (the run line sums every run since)
+    with django_assert_max_num_queries(15):  # type: ignore[operator]
         assert len(titles(client.get("/?status=done").content.decode())) == 30
 
 
