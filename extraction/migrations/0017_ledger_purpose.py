@@ -38,4 +38,15 @@ class Migration(migrations.Migration):
             model_name='processedemail',
             constraint=models.UniqueConstraint(fields=('integration', 'purpose', 'message_id'), name='ledger_once_per_purpose'),
         ),
+        # The indexes by message id alone made again after the wider unique ones: on a table whose statistics
+        # say it is small, the planner breaks a tie of costs for the index made last, and a search by message id
+        # must seek it, not walk a unique index by its third column.
+        migrations.RemoveIndex(model_name='processedemail', name='ledger_message_id'),
+        migrations.AddIndex(
+            model_name='processedemail', index=models.Index(fields=['message_id'], name='ledger_message_id')
+        ),
+        migrations.RemoveIndex(model_name='fetchfailure', name='fetch_failure_message_id'),
+        migrations.AddIndex(
+            model_name='fetchfailure', index=models.Index(fields=['message_id'], name='fetch_failure_message_id')
+        ),
     ]

@@ -246,7 +246,7 @@ def test_daily_journey(
     tasks = page.locator("#task-list li.task")
     expect(tasks).to_have_count(expected_tasks)
     # Last week's mail already past due is under "From before you connected", collapsed: opened to act on it.
-    page.locator("#task-list details.earlier-group summary").click()
+    page.locator("#task-list details.earlier-group > summary").click()
     expect(page.locator("#run-status")).to_contain_text(f"{expected_tasks} tasks created")
     rows = read_rows(page)
     wanted = Counter({subject: count for subject, count in EXPECTED_ASKS.items() if count})
