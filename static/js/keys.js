@@ -14,6 +14,7 @@
     ["#", "Dismiss"],
     ["z", "Undo"],
     ["o", "Read the task's email"],
+    ["s", "Snooze the task to a date"],
     ["/", "Search"],
     ["n", "New task"],
     ["Escape", "Cancel an edit, close the email or this list"],
@@ -124,6 +125,16 @@
     return true;
   }
 
+  // Snooze has no button to click: its date field opens in place, and Enter there snoozes.
+  function openSnooze(row) {
+    var details = row.querySelector("details[data-snooze]");
+    var field = details && details.querySelector("input[name='snoozed_until']");
+    if (!field) return false;
+    details.open = true;
+    field.focus();
+    return true;
+  }
+
   document.addEventListener("keydown", function (event) {
     if (!list()) return;
     var target = event.target;
@@ -158,6 +169,7 @@
     else if (key === "d") done = click(row, "done");
     else if (key === "#") done = click(row, "dismiss");
     else if (key === "o") done = click(row, "read");
+    else if (key === "s") done = openSnooze(row);
     else done = false;
     if (done) event.preventDefault();
   });

@@ -297,7 +297,7 @@ def test_mail_from_before_connecting_is_one_collapsed_heading_that_opens_from_th
     page = page_of(user)
     heading = page.locator("#task-list .group-heading.earlier")
     expect(heading).to_have_count(1)
-    expect(heading.locator("details > summary")).to_have_text(re.compile(r"From before you connected\s*5"))
+    expect(heading.locator(".earlier-group > summary")).to_have_text(re.compile(r"From before you connected\s*5"))
     expect(page.locator("#task-list .earlier-group li.task").first).to_be_hidden()
     expect(page.locator("#task-list [data-group='overdue']")).to_have_count(0)  # no "Overdue 5" on the first day
 
@@ -305,7 +305,7 @@ def test_mail_from_before_connecting_is_one_collapsed_heading_that_opens_from_th
     assert page.locator("#task-list .select-task:checked").count() == 1
     page.locator("#select-all").uncheck()
 
-    heading.locator("details > summary").focus()
+    heading.locator(".earlier-group > summary").focus()
     page.keyboard.press("Enter")
     expect(page.locator("#task-list .earlier-group li.task")).to_have_count(5)
     expect(page.locator("#task-list .earlier-group li.task").first).to_be_visible()
