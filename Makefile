@@ -9,7 +9,8 @@ export UV_PYTHON_DOWNLOADS := never
 .PHONY: run test setup browser lint typecheck pytest bench stop clean
 
 setup:
-	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@$(UV) --version >/dev/null 2>&1 || { echo "Installing uv (the package manager), once…"; $(PYTHON) -m pip install --quiet uv; }
+	@[ -d .venv ] || echo "Installing Tasklift's dependencies into .venv, once (a minute or two)…"
 	@$(UV) sync --frozen --quiet
 
 # Debian's Chromium for the browser tests (Playwright cannot download its own browser here).

@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.defaultfilters import pluralize
 
 from accounts.models import AIConsent, PersonalAccessToken, User
 from accounts.services import access_token_revoke, user_email_confirm
@@ -50,9 +51,10 @@ class UserAdmin(DjangoUserAdmin[User]):
     def extract_now(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
         new = sum(extraction_run_request(user=user, trigger=ExtractionRun.Trigger.ADMIN)[1] for user in queryset)
         waiting = queryset.count() - new
-        text = f"{new} extraction run(s) queued."
+        text = f"{new} extraction run{pluralize(new)} queued."
         if waiting:
-            text += f" {waiting} person(s) already had a run waiting in the queue, which will read their mail."
+            people = pluralize(waiting, "person,people")
+            text += f" {waiting} {people} already had a run waiting in the queue, which will read their mail."
         self.message_user(request, text, messages.INFO)
 
 
@@ -81,4 +83,4 @@ class PersonalAccessTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin[PersonalAcce
         tokens = list(queryset.filter(revoked_at__isnull=True))
         for token in tokens:
             access_token_revoke(user=token.user, token_id=token.pk)
-        self.message_user(request, f"{len(tokens)} token(s) revoked.", messages.INFO)
+        self.message_user(request, f"{len(tokens)} token{pluralize(len(tokens))} revoked.", messages.INFO)

@@ -58,6 +58,14 @@ def main() -> None:
     port = os.environ.get("PORT", "8000")
     os.environ.setdefault("SITE_URL", f"http://127.0.0.1:{port}")  # OAuth callbacks come back to this server
     verbose = os.environ.get("TASKLIFT_RUN_VERBOSE", "").lower() in ("1", "true", "yes")
+    if os.geteuid() == 0:
+        # Celery warns a worker started as root on every start; on a development machine that is expected (a
+        # deployment runs it as its own user, docs/deploy.md), and the warning buried worker.log's first lines.
+        # By its message: a category of a package cannot be named here (not importable at interpreter start).
+        quiet = "ignore:You're running the worker with superuser privileges"
+        warnings = [w for w in os.environ.get("PYTHONWARNINGS", "").split(",") if w]
+        os.environ["PYTHONWARNINGS"] = ",".join([*warnings, quiet])
+        say("Running as root: fine for a development machine; a deployment runs Tasklift as its own user.")
     say("Starting Tasklift: embedded PostgreSQL and Redis…")
     django.setup()  # starts the embedded PostgreSQL and Redis when no URL is configured
     from django.conf import settings

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import path, re_path
+from django.views.generic import RedirectView
 
 from accounts import views as account_views
 from accounts.throttle import login_throttled
@@ -16,6 +18,8 @@ from tasks import pane_views
 from tasks import views as task_views
 
 urlpatterns = [
+    # Browsers and feed readers ask for /favicon.ico whatever a page links: the icon, not a 404 in every log.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),
     path("", task_views.home, name="home"),
     path("tasks/list", task_views.task_list_partial, name="task_list_partial"),
     path("tasks/add", task_views.task_add, name="task_add"),

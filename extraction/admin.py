@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.template.defaultfilters import pluralize
 
 from accounts.admin import ReadOnlyAdminMixin
 from accounts.models import User
@@ -112,7 +113,8 @@ class ProcessedEmailAdmin(RecordAdminMixin, admin.ModelAdmin[ProcessedEmail]):
     @admin.action(description="Replay quarantined emails in the next run")
     def replay(self, request: HttpRequest, queryset: QuerySet[ProcessedEmail]) -> None:
         count = ledger_replay(entries=list(queryset))
-        self.message_user(request, f"{count} quarantined email(s) will be read again in the next run.", messages.INFO)
+        text = f"{count} quarantined email{pluralize(count)} will be read again in the next run."
+        self.message_user(request, text, messages.INFO)
 
 
 @admin.register(FetchFailure)

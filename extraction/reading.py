@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from config.logcontext import in_context, log_context
@@ -115,7 +116,8 @@ class Mailbox:
             first = next(iter(self.unread.values()))
             error_code = "unread"
             error = (
-                f"{len(self.unread)} email(s) could not be read ({first.message}); they are read again next time, "
+                f"{len(self.unread)} email{pluralize(len(self.unread))} could not be read ({first.message}); "
+                "they are read again next time, "
                 f"and set aside for you after {settings.EXTRACTION_FETCH_ATTEMPTS} failed reads."
             )
         return {
@@ -139,7 +141,11 @@ class Mailbox:
             local = timezone.localtime(self.first_read_since)
             note = f"First read of your Sent mail: what you sent since {local:%d %b %Y %H:%M} ({local:%Z})."
             if self.not_read:
-                note += f" {self.not_read} older sent email(s) of that time were over the bound and were not read."
+                were = pluralize(self.not_read, "was,were")
+                note += (
+                    f" {self.not_read} older sent email{pluralize(self.not_read)} of that time {were} over the "
+                    "bound and not read."
+                )
             return note
         return resync_note(reason=self.resync, since=self.resync_since, not_read=self.not_read)
 

@@ -5,6 +5,7 @@ from datetime import datetime
 
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from accounts.models import User
@@ -236,9 +237,10 @@ def resync_note(*, reason: str, since: datetime | None, not_read: int) -> str:
         f"{local:%d %b %Y %H:%M} ({local:%Z}), older mail moved there included."
     )
     if not_read:
+        were = pluralize(not_read, "was,were")
         note += (
-            f" {not_read} older email(s) in your inbox were more than it looks through at once and were not "
-            "read: look through your inbox for them."
+            f" {not_read} older email{pluralize(not_read)} in your inbox {were} more than it looks through at "
+            "once and not read: look through your inbox for them."
         )
     return note
 

@@ -109,7 +109,7 @@ def test_admin_runs_extraction_now_for_a_person(
             {"action": "extract_now", "_selected_action": [consenting_user.pk]},
             follow=True,
         )
-    assert "1 extraction run(s) queued." in response.content.decode()
+    assert "1 extraction run queued." in response.content.decode()
     assert ExtractionRun.objects.filter(user=consenting_user, trigger="admin", status="queued").count() == 1
     assert broker_queue() == 1
 

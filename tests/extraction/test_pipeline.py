@@ -450,7 +450,7 @@ def test_a_resync_over_its_bound_counts_and_shows_what_was_not_read(
     assert run.status == ExtractionRun.Status.SUCCEEDED
     assert Task.objects.count() == 100  # the newest hundred
     assert run.mailboxes[str(gmail.integration.pk)]["not_read"] == 30
-    assert "30 older email(s)" in run.mailboxes[str(gmail.integration.pk)]["note"]
+    assert "30 older emails" in run.mailboxes[str(gmail.integration.pk)]["note"]
     gmail.integration.refresh_from_db()
     assert gmail.integration.resync_not_read == 30
 

@@ -127,7 +127,7 @@ def test_a_resync_over_its_bound_counts_the_moved_in_mail_it_did_not_read(
     assert Task.objects.count() == 3
     report = run.mailboxes[str(gmail.integration.pk)]
     assert report["not_read"] == 2
-    assert "2 older email(s)" in report["note"]
+    assert "2 older emails" in report["note"]
     gmail.integration.refresh_from_db()
     assert gmail.integration.resync_not_read == 2
 

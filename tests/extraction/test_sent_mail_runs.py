@@ -121,7 +121,7 @@ def test_the_first_read_of_sent_mail_covers_14_days_before_connect_bounded_and_c
     assert [e.message_id for e in llm.seen if e.folder == "sent"] == window[-3:]  # the newest three
     report = run.mailboxes[f"{box.integration.pk}:sent"]
     assert report["not_read"] == 2
-    assert "First read of your Sent mail" in report["note"] and "2 older sent email(s)" in report["note"]
+    assert "First read of your Sent mail" in report["note"] and "2 older sent emails" in report["note"]
     assert ledger(SENT) == set(window[-3:])
 
 

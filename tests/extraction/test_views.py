@@ -162,9 +162,9 @@ def test_mailboxes_page_and_run_record_show_a_resync_and_what_was_not_read(
 
     page = client.get("/mailboxes/").content.decode()
     assert "the provider had forgotten where Tasklift stopped reading" in page
-    assert "1 older email(s) in your inbox were more than it looks through at once and were not read" in page
+    assert "1 older email in your inbox was more than it looks through at once and not read" in page
     record = client.get(f"/runs/{run.pk}").content.decode()
-    assert "Tasklift read again all mail that came into your inbox since" in record and "1 older email(s)" in record
+    assert "Tasklift read again all mail that came into your inbox since" in record and "1 older email in" in record
     api = client.get(f"/api/extraction/runs/{run.pk}").json()
     assert api["mailboxes"][0]["resync"] == "expired" and api["mailboxes"][0]["not_read"] == 1
 
@@ -293,7 +293,7 @@ def test_a_mailbox_left_out_of_the_last_run_is_a_warning(
         status=ExtractionRun.Status.SUCCEEDED,
         finished_at=timezone.now(),
         error_code="partial",
-        error_message="Gmail person@example.com: 1 email(s) could not be read (HTTP 500).",
+        error_message="Gmail person@example.com: 1 email could not be read (HTTP 500).",
         mailboxes={str(gmail.integration.pk): {"provider": "gmail", "address": gmail.address, "status": "partial"}},
     )
     client.force_login(consenting_user)

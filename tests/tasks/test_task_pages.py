@@ -312,6 +312,8 @@ def test_search_by_text_and_filter_by_mailbox_and_source(client: Client, person:
         "Book the venue", "Sign the lease"
     ]  # fmt: skip
     assert "No task matches this search." in client.get("/tasks/list", {"q": "zebra"}).content.decode()
+    empty_filter = client.get("/tasks/list", {"source": "manual", "status": "dismissed"}).content.decode()
+    assert "No task matches these filters." in empty_filter and "this search" not in empty_filter  # no search typed
     # The full page keeps the filters, and the list refreshes itself with them.
     page = client.get("/", {"q": "venue", "mailbox": gmail.pk}).content.decode()
     assert titles(page) == ["Book the venue"]
