@@ -548,3 +548,17 @@ def redis_purge(name: str) -> Any:
         if keys:
             connection.delete(*keys)
     return connection
+
+
+def sent_cursors_positioned(users: Any) -> None:
+    """The Sent cursors of these people's mailboxes at the Sent folder's current position, as their first read
+    leaves them: a benchmark of idle mailboxes measures mailboxes read once, not a first read still to do."""
+    from integrations.models import FIRST_READ, SyncCursor
+    from integrations.services import integration_provider
+
+    cursors = SyncCursor.objects.filter(
+        integration__user__in=users, purpose=SyncCursor.Purpose.SENT_MAIL, value=FIRST_READ
+    ).select_related("integration")
+    for cursor in cursors:
+        cursor.value = integration_provider(integration=cursor.integration).current_cursor(folder="sent")
+        cursor.save(update_fields=["value"])

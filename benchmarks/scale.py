@@ -51,6 +51,7 @@ from benchmarks.common import (
     git_version,
     postgres_server_url,
     redis_purge,
+    sent_cursors_positioned,
 )
 
 DATABASE = "tasklift_bench_scale"
@@ -94,11 +95,13 @@ def seed(args: argparse.Namespace, client: Any, start: datetime) -> dict[str, An
         user = User.objects.create(email=f"real-{provider}@scale.test", password=make_password(None))
         AIConsent.objects.create(user=user, text_version=CONSENT_VERSION)
         real[provider] = connect(client, user, f"real@{provider}.scale.test")
+    sent_cursors_positioned([box.user for box in real.values()])
     run = ExtractionRun.objects.create(user=real["outlook"].user, trigger=ExtractionRun.Trigger.ADMIN)
     from extraction.pipeline import extraction_run_execute
 
     extraction_run_execute(run=run)  # Outlook's first cursor is a query: its first run gets a delta link
-    cursors = {p: SyncCursor.objects.get(integration=i) for p, i in real.items()}
+    inbox = SyncCursor.Purpose.TASK_EXTRACTION  # the copies below are inbox cursors (one call per mailbox)
+    cursors = {p: SyncCursor.objects.get(integration=i, purpose=inbox) for p, i in real.items()}
     for integration in real.values():
         integration.refresh_from_db()
     Integration.objects.filter(pk__in=[i.pk for i in real.values()]).update(status=Integration.Status.DISCONNECTED)
@@ -185,9 +188,10 @@ def seed(args: argparse.Namespace, client: Any, start: datetime) -> dict[str, An
         cursor.execute(
             f"""
             INSERT INTO {PushChannel._meta.db_table}
-                (created_at, updated_at, integration_id, external_id, secret_encrypted, expires_at, last_error)
+                (created_at, updated_at, integration_id, external_id, secret_encrypted, expires_at, last_error,
+                 sent_external_id)
             SELECT %(start)s - interval '2 days', %(start)s - interval '3 hours', %(box_base)s + n, 'bench', '',
-                   %(start)s + interval '3 days', ''
+                   %(start)s + interval '3 days', '', ''
             FROM generate_series(1, %(mailboxes)s) AS n WHERE {has_push}
             """,
             {**params, "mailboxes": mailboxes},
