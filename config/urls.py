@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import path, re_path
-from django.views.generic import RedirectView
 
 from accounts import views as account_views
 from accounts.throttle import login_throttled
@@ -19,7 +19,9 @@ from tasks import views as task_views
 
 urlpatterns = [
     # Browsers and feed readers ask for /favicon.ico whatever a page links: the icon, not a 404 in every log.
-    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),
+    # The icon's URL is asked for at request time: in production it is the manifest's hashed name, and the URLconf
+    # is imported before (and whether or not) collectstatic has run.
+    path("favicon.ico", lambda request: HttpResponsePermanentRedirect(static("favicon.svg")), name="favicon"),
     path("", task_views.home, name="home"),
     path("tasks/list", task_views.task_list_partial, name="task_list_partial"),
     path("tasks/add", task_views.task_add, name="task_add"),
