@@ -236,6 +236,11 @@
   // Called once a swap is done (afterOnLoad, which htmx sends again from a parent when the row went away) and
   // once it has settled: whichever comes when the wanted element is there.
   function settleFocus(target) {
+    if (!focusLost() && !rowOf(document.activeElement)) {
+      after = null; // the person has moved on (to the search, a field, a dialog): focus stays there
+      refocus = null;
+      return;
+    }
     var edit = document.querySelector("#task-list li.task.editing");
     // An edit form that just came (not one already open when something else was swapped) takes the focus.
     if (edit && target && target.id === edit.id && !edit.contains(document.activeElement)) {
@@ -276,9 +281,16 @@
     }
     if (refocus && target && target.id === "task-list") {
       var again = document.getElementById(refocus.id);
-      if (again && !again.contains(document.activeElement)) focusRow(again, refocus.action);
+      if (again && focusLost()) focusRow(again, refocus.action);
       refocus = null;
     }
+  }
+
+  // Focus the swap took away (it was on what was replaced), not focus the person has since moved elsewhere: a
+  // refresh that settles just after "/" must not pull the search's keystrokes back to the list.
+  function focusLost() {
+    var focused = document.activeElement;
+    return !focused || focused === document.body || !focused.isConnected;
   }
   document.addEventListener("htmx:afterOnLoad", function (event) { settleFocus(event.detail && event.detail.target); });
   document.addEventListener("htmx:afterSettle", function (event) { settleFocus(event.detail && event.detail.target); });

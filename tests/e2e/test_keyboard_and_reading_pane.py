@@ -211,6 +211,34 @@ def lease(gmail: GmailBox, consenting_user: User, transactional_db: None) -> Tas
     return Task.objects.get(user=consenting_user)
 
 
+def test_keyboard_a_list_refresh_never_takes_focus_back_from_where_the_person_moved_it(
+    person: User, page_of: Any
+) -> None:
+    """Seen in CI: a save's refresh of the list settled just after "/" had focused the search, took focus back to
+    the task, and the words typed for the search went to the list as shortcuts (d marked a task done). Here the
+    person moves to the search between the refresh's swap and its settle, every time."""
+    page = page_of(person)
+    second = row_id(page, "Second task")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert active(page)["row"] == second
+    page.evaluate(
+        """() => new Promise((resolve) => {
+          document.addEventListener("htmx:afterSwap", (event) => {
+            if (event.detail.target.id === "task-list") document.getElementById("search").focus();
+          }, {once: true});
+          document.addEventListener("htmx:afterSettle", (event) => {
+            if (event.detail.target.id === "task-list") resolve(null);
+          });
+          htmx.trigger(document.body, "tasksChanged");
+        })"""
+    )
+    expect(page.locator("#search")).to_be_focused()
+    page.keyboard.type("jkdx#")
+    expect(page.locator("#search")).to_have_value("jkdx#")
+    assert Task.objects.filter(user=person, status=Task.Status.OPEN).count() == 3
+
+
 def test_reading_pane_opens_and_closes_from_the_keyboard(lease: Task, page_of: Any) -> None:
     page = page_of(lease.user)
     page.keyboard.press("j")
