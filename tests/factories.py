@@ -6,6 +6,8 @@ from integrations.models import Integration
 from tasks.models import Task, TaskEvent
 from tasks.services import EmailTaskRow, task_insert_from_emails
 
+PASSWORD = "correct-horse-battery"  # every UserFactory person's
+
 
 class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
@@ -15,7 +17,7 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
     email = factory.Sequence(lambda n: f"person{n}@example.com")
     name = factory.Faker("name")
     email_verified_at = factory.LazyFunction(timezone.now)  # confirmed, unless a test says otherwise
-    password = factory.PostGenerationMethodCall("set_password", "correct-horse-battery")
+    password = factory.PostGenerationMethodCall("set_password", PASSWORD)
 
     @factory.post_generation
     def _save(obj: User, create: bool, extracted: object, **kwargs: object) -> None:

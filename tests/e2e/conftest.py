@@ -30,6 +30,7 @@ from sandbox.client import SandboxClient
 from sandbox.demo import load_demo_mailbox
 from sandbox.demo.messages import DEMO_ADDRESS
 from sandbox.server import SandboxServer
+from tests.factories import PASSWORD
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -296,6 +297,25 @@ def live_site(live_server: LiveServer, settings: Settings) -> str:
     # pytest-django's live_server appends its host to ALLOWED_HOSTS for the test; fail clearly if not.
     assert host in settings.ALLOWED_HOSTS or "*" in settings.ALLOWED_HOSTS, (host, settings.ALLOWED_HOSTS)
     return str(live_server.url)
+
+
+@pytest.fixture
+def signed_in(live_site: str, consenting_user: User, _django_orm_beside_playwright: None) -> Iterator[Any]:
+    """The consenting person's task list in Chromium; fails the test on a JavaScript error or a 5xx answer."""
+    from playwright.sync_api import expect
+
+    with chromium() as browser:
+        page = new_page(browser)
+        page_errors, server_errors = watch_errors(page)
+        page.goto(f"{live_site}/login/")
+        page.get_by_label("Email address").fill(consenting_user.email)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        expect(page).to_have_url(f"{live_site}/")
+        yield page
+        assert page_errors == [] and server_errors == [], (page_errors, server_errors)
+        page.context.close()
+        connections.close_all()  # before Playwright stops (see _chromium_page)
 
 
 @pytest.fixture

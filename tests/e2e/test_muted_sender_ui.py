@@ -4,39 +4,18 @@ and "Not a task" on a dismissed task, which Settings lists too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connections
 from playwright.sync_api import expect
 
 from accounts.models import User
 from extraction.models import ExtractionRun, MutedSender, ProcessedEmail
 from tasks.models import Task
 from tests.conftest import GmailBox, run_extraction
-from tests.e2e.conftest import chromium, new_page, watch_errors
 from tests.extraction.test_muted_sender import colleague_ask, vendor_ask
 
 pytestmark = pytest.mark.e2e
-
-PASSWORD = "correct-horse-battery"  # tests.factories.UserFactory's
-
-
-@pytest.fixture
-def signed_in(live_site: str, consenting_user: User, _django_orm_beside_playwright: None) -> Iterator[Any]:
-    with chromium() as browser:
-        page = new_page(browser)
-        page_errors, server_errors = watch_errors(page)
-        page.goto(f"{live_site}/login/")
-        page.get_by_label("Email address").fill(consenting_user.email)
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
-        expect(page).to_have_url(f"{live_site}/")
-        yield page
-        assert page_errors == [] and server_errors == [], (page_errors, server_errors)
-        page.context.close()
-        connections.close_all()  # before Playwright stops (see conftest._chromium_page)
 
 
 def test_muted_sender_is_skipped_by_the_next_run_shown_in_settings_and_undone(

@@ -5,11 +5,9 @@ again" reads it at once, its task coming without another "Extract now"."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connections
 from playwright.sync_api import expect
 
 from accounts.models import User
@@ -17,30 +15,11 @@ from extraction.models import ExtractionRun
 from extraction.pipeline import extraction_run_execute
 from sandbox.client import SandboxClient
 from tests.conftest import GmailBox
-from tests.e2e.conftest import FINISHED, RUN_TIMEOUT_MS, chromium, new_page, watch_errors
+from tests.e2e.conftest import FINISHED, RUN_TIMEOUT_MS
 from tests.integrations.test_mailboxes_page import POISON, set_aside_one
 from tests.mail import ask
 
 pytestmark = pytest.mark.e2e
-
-PASSWORD = "correct-horse-battery"  # tests.factories.UserFactory's
-
-
-@pytest.fixture
-def signed_in(live_site: str, consenting_user: User, _django_orm_beside_playwright: None) -> Iterator[Any]:
-    """The consenting person's task list in Chromium; fails the test on a JavaScript error or a 5xx answer."""
-    with chromium() as browser:
-        page = new_page(browser)
-        page_errors, server_errors = watch_errors(page)
-        page.goto(f"{live_site}/login/")
-        page.get_by_label("Email address").fill(consenting_user.email)
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
-        expect(page).to_have_url(f"{live_site}/")
-        yield page
-        assert page_errors == [] and server_errors == [], (page_errors, server_errors)
-        page.context.close()
-        connections.close_all()  # before Playwright stops (see conftest._chromium_page)
 
 
 def run(user: User, trigger: str) -> ExtractionRun:
