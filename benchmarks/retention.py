@@ -233,6 +233,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "ledger_compacted": result.ledger_compacted,
         "retention_batches": result.batches,
         "retention_batch_rows": settings.RETENTION_BATCH,
+        "retention_smallest_batch_rows": result.smallest_batch,
+        "retention_batches_cancelled": result.batches_cancelled,
+        "retention_transaction_limit_ms": settings.RETENTION_TRANSACTION_MS,
         "retention_s": round(took, 1),
         "rows_per_s": round((result.runs_removed + result.ledger_compacted) / took),
         "longest_transaction_s": round(result.longest_batch_s, 3),
@@ -256,6 +259,8 @@ def _add(a: Any, b: Any) -> Any:
     a.runs_removed += b.runs_removed
     a.ledger_compacted += b.ledger_compacted
     a.batches += b.batches
+    a.batches_cancelled += b.batches_cancelled
+    a.smallest_batch = min(a.smallest_batch, b.smallest_batch)
     a.longest_batch_s = max(a.longest_batch_s, b.longest_batch_s)
     return a
 
@@ -263,7 +268,9 @@ def _add(a: Any, b: Any) -> Any:
 def report(f: dict[str, Any]) -> None:
     print(
         f"retention: {f['runs_removed']} runs removed, {f['ledger_compacted']} ledger rows compacted in "
-        f"{f['retention_batches']} transactions of {f['retention_batch_rows']} rows, {f['retention_s']} s "
+        f"{f['retention_batches']} transactions of {f['retention_smallest_batch_rows']} to "
+        f"{f['retention_batch_rows']} rows ({f['retention_batches_cancelled']} cancelled at "
+        f"{f['retention_transaction_limit_ms']} ms), {f['retention_s']} s "
         f"({f['rows_per_s']} rows/s); the longest held its locks {f['longest_transaction_s']} s"
     )
     print(

@@ -489,6 +489,9 @@ RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 90, minimum=1)
 LEDGER_COMPACT_DAYS = env_int("LEDGER_COMPACT_DAYS", 30, minimum=1)
 RETENTION_BATCH = env_int("RETENTION_BATCH", 1000, minimum=1)
 RETENTION_JOB_SECONDS = env_int("RETENTION_JOB_SECONDS", 60, minimum=1)
+# The longest a batch's transaction may hold its locks; a batch that would take longer is cancelled, rolled
+# back and done again in smaller batches.
+RETENTION_TRANSACTION_MS = env_int("RETENTION_TRANSACTION_MS", 500, minimum=50)
 CELERY_BEAT_SCHEDULE["extraction-retention"] = {
     "task": "extraction.jobs.extraction_retention_job",
     "schedule": env_int("RETENTION_EVERY_SECONDS", 600, minimum=1),

@@ -2,10 +2,14 @@
 
 Each batch is its own short transaction over at most RETENTION_BATCH rows, claimed FOR UPDATE SKIP LOCKED
 (a row a run is writing is left for the next batch, never waited for), and the job stops after
-RETENTION_JOB_SECONDS, resting between batches as long as each took, so no lock is held long and the
-pipeline's writes go on beside it. Where a batch stopped is kept in the cache, so that the next batch (and the
-next job) starts there instead of reading the rows already done again; a lost mark only costs one read of
-them.
+RETENTION_JOB_SECONDS, resting between batches as long as each took, so the pipeline's writes go on beside
+it. A batch's transaction is bounded by time, not only by rows: each of its statements may run only for what
+is left of RETENTION_TRANSACTION_MS (PostgreSQL's statement_timeout, set for the transaction alone); a batch
+that would hold its locks longer is cancelled and rolled back, whole, and the batches after it are smaller.
+The size follows the time: halved when a batch took over half the limit, doubled (up to RETENTION_BATCH)
+when it took under an eighth, and kept for the next job. Where a batch stopped is kept in the cache too, so
+that the next batch (and the next job) starts there instead of reading the rows already done again; a lost
+mark only costs one read of them.
 
 What is kept, and why (docs/scale.md, "Retention"):
 - A run record older than RUN_RETENTION_DAYS is removed, except each person's latest run (what the pages
@@ -26,20 +30,29 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
+from psycopg.errors import QueryCanceled
 
 from extraction.models import ExtractionRun, ProcessedEmail
+
+if TYPE_CHECKING:
+    from django.db.backends.utils import CursorWrapper
 
 logger = logging.getLogger(__name__)
 
 RUNS_MARK = "retention:runs:after"
 LEDGER_MARK = "retention:ledger:after"
+SIZE_MARK = "retention:batch"  # the batch size the last job ended on: the next starts there
 # The tables whose rows name a run (each `run` a nullable foreign key, SET_NULL).
 NAMING_RUNS = ("extraction_processedemail", "tasks_task", "tasks_taskevent", "extraction_extractionlease")
+
+
+MIN_BATCH = 10
 
 
 @dataclass
@@ -48,6 +61,28 @@ class RetentionResult:
     ledger_compacted: int = 0
     batches: int = 0
     longest_batch_s: float = 0.0
+    batches_cancelled: int = 0  # over RETENTION_TRANSACTION_MS, rolled back and done again smaller
+    smallest_batch: int = 0
+
+
+class _Deadline:
+    """A batch's statements, each allowed what is left of the transaction's time (then PostgreSQL cancels
+    it, and the transaction rolls back)."""
+
+    def __init__(self, cursor: CursorWrapper) -> None:
+        self.cursor = cursor
+        self.ends = time.monotonic() + settings.RETENTION_TRANSACTION_MS / 1000
+
+    def execute(self, sql: str, params: list[Any]) -> None:
+        left_ms = int((self.ends - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            raise _OverTime
+        self.cursor.execute("SELECT set_config('statement_timeout', %s, true)", [f"{left_ms}ms"])
+        self.cursor.execute(sql, params)
+
+
+class _OverTime(Exception):
+    """A batch that used up its transaction's time between two statements."""
 
 
 def retention_apply(*, now: datetime | None = None, budget_s: float | None = None) -> RetentionResult:
@@ -55,32 +90,50 @@ def retention_apply(*, now: datetime | None = None, budget_s: float | None = Non
     now = now or timezone.now()
     budget = settings.RETENTION_JOB_SECONDS if budget_s is None else budget_s
     started = time.monotonic()
-    result = RetentionResult()
+    result = RetentionResult(smallest_batch=settings.RETENTION_BATCH)
+    limit_s = settings.RETENTION_TRANSACTION_MS / 1000
+    size = min(settings.RETENTION_BATCH, max(MIN_BATCH, int(cache.get(SIZE_MARK) or settings.RETENTION_BATCH)))
     for step in (_ledger_batch, _runs_batch):  # the ledger first: fewer of its rows name a run left to remove
         while time.monotonic() - started < budget:
             batch_started = time.monotonic()
-            done = step(now, result)
-            result.batches += 1
+            try:
+                more = step(now, size, result)
+            except (OperationalError, _OverTime) as error:  # cancelled at the limit: nothing of it was kept
+                if isinstance(error, OperationalError) and not isinstance(error.__cause__, QueryCanceled):
+                    raise
+                logger.info("retention: a batch of %d rows took over %d ms, cancelled", size, limit_s * 1000)
+                result.batches_cancelled += 1
+                more = True
+                size = max(MIN_BATCH, size // 2)
+            else:
+                result.batches += 1
+                took = time.monotonic() - batch_started
+                result.longest_batch_s = max(result.longest_batch_s, took)
+                if took > limit_s / 2:
+                    size = max(MIN_BATCH, size // 2)
+                elif took < limit_s / 8:
+                    size = min(settings.RETENTION_BATCH, size * 2)
+            result.smallest_batch = min(result.smallest_batch, size)
             took = time.monotonic() - batch_started
-            result.longest_batch_s = max(result.longest_batch_s, took)
-            if not done:
+            if not more:
                 break
             # As long a rest as the batch took: retention never takes more than half of one database
             # connection's time from the runs writing beside it.
             time.sleep(took)
+    cache.set(SIZE_MARK, size, timeout=None)
     logger.info("retention: %s", result)
     return result
 
 
-def _window(table: str, mark: str, cut: datetime) -> tuple[list[int], int, bool]:
-    """The next RETENTION_BATCH ids of `table` after the cached mark (ids grow with time), cut before the
+def _window(table: str, mark: str, cut: datetime, size: int) -> tuple[list[int], int, bool]:
+    """The next `size` ids of `table` after the cached mark (ids grow with time), cut before the
     first row younger than `cut` (everything after it is younger still): (the old ids, the mark, and
     whether more old rows may follow)."""
     after = int(cache.get(mark) or 0)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id, created_at < %s FROM {table} WHERE id > %s ORDER BY id LIMIT %s",  # noqa: S608
-            [cut, after, settings.RETENTION_BATCH],
+            [cut, after, size],
         )
         rows = cursor.fetchall()
     old: list[int] = []
@@ -88,7 +141,7 @@ def _window(table: str, mark: str, cut: datetime) -> tuple[list[int], int, bool]
         if not is_old:
             return old, after, False
         old.append(int(row_id))
-    return old, after, len(rows) == settings.RETENTION_BATCH
+    return old, after, len(rows) == size
 
 
 def _advance(mark: str, after: int, old: list[int], done: set[int]) -> None:
@@ -99,14 +152,14 @@ def _advance(mark: str, after: int, old: list[int], done: set[int]) -> None:
         cache.set(mark, last, timeout=None)
 
 
-def _ledger_batch(now: datetime, result: RetentionResult) -> bool:
+def _ledger_batch(now: datetime, size: int, result: RetentionResult) -> bool:
     """Compact one batch of ledger rows older than LEDGER_COMPACT_DAYS."""
     table = ProcessedEmail._meta.db_table
-    old, after, more = _window(table, LEDGER_MARK, now - timedelta(days=settings.LEDGER_COMPACT_DAYS))
+    old, after, more = _window(table, LEDGER_MARK, now - timedelta(days=settings.LEDGER_COMPACT_DAYS), size)
     done: set[int] = set()
     if old:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(  # our table names and settings only: the values are parameters
+            _Deadline(cursor).execute(  # our table names and settings only: the values are parameters
                 f"""
                 WITH locked AS (
                     SELECT id, (outcome <> %s AND (email_key <> '' OR sender <> '' OR subject <> ''
@@ -127,14 +180,15 @@ def _ledger_batch(now: datetime, result: RetentionResult) -> bool:
     return more
 
 
-def _runs_batch(now: datetime, result: RetentionResult) -> bool:
+def _runs_batch(now: datetime, size: int, result: RetentionResult) -> bool:
     """Remove one batch of finished runs older than RUN_RETENTION_DAYS (each person's latest stays)."""
     runs = ExtractionRun._meta.db_table
-    old, after, more = _window(runs, RUNS_MARK, now - timedelta(days=settings.RUN_RETENTION_DAYS))
+    old, after, more = _window(runs, RUNS_MARK, now - timedelta(days=settings.RUN_RETENTION_DAYS), size)
     done: set[int] = set()
     if old:
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
+            deadline = _Deadline(cursor)
+            deadline.execute(
                 f"""
                 SELECT r.id, r.status = ANY(%s)
                        AND EXISTS (SELECT 1 FROM {runs} later WHERE later.user_id = r.user_id AND later.id > r.id)
@@ -147,8 +201,8 @@ def _runs_batch(now: datetime, result: RetentionResult) -> bool:
             if doomed:
                 # What Django's SET_NULL would do, one statement per table (each run_id is indexed).
                 for table in NAMING_RUNS:
-                    cursor.execute(f"UPDATE {table} SET run_id = NULL WHERE run_id = ANY(%s)", [doomed])  # noqa: S608
-                cursor.execute(f"DELETE FROM {runs} WHERE id = ANY(%s)", [doomed])  # noqa: S608
+                    deadline.execute(f"UPDATE {table} SET run_id = NULL WHERE run_id = ANY(%s)", [doomed])  # noqa: S608
+                deadline.execute(f"DELETE FROM {runs} WHERE id = ANY(%s)", [doomed])  # noqa: S608
         done = {int(r[0]) for r in rows}
         result.runs_removed += len(doomed)
     _advance(RUNS_MARK, after, old, done)

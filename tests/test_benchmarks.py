@@ -97,6 +97,14 @@ def test_scale_simulates_its_scan_and_executes_idle_checks() -> None:  # about 2
     assert figures["run_rows_written_idle"] == 0
 
 
+def test_retention_removes_what_is_past_its_age_beside_the_batch_writes() -> None:  # about 20 s
+    _, figures = run_benchmark("retention", "--ledger", "20000", "--runs", "10000", "--people", "100", "--seconds", "2")
+    assert figures["runs_removed"] > 0 and figures["ledger_compacted"] > 0
+    assert figures["runs_left_past_age"] <= 100  # each person's latest run stays
+    assert "no Message-ID key past its age left" not in figures["checks_failed"]  # the rest is timing
+    assert figures["retention_batches"] > 0 and figures["write_ms_beside"] > 0
+
+
 def test_task_list_measures_every_page() -> None:  # about 20 s
     _, figures = run_benchmark("task_list", "--tasks", "200", "--requests", "2")
     statuses = {k: v for k, v in figures.items() if k.endswith("_status")}
