@@ -1,12 +1,13 @@
-"""The idle check: whether anything changed in a chunk of due mailboxes, for one provider call per cursor.
+"""The idle check: whether anything changed in a chunk of due mailboxes, for one provider call per mailbox
+(Gmail) or per folder (Graph).
 
 An idle check is not a run. It takes no lease, writes no run row and reads no message: for each mailbox of
 a person with current AI consent (no consent, no provider call: DESIGN §7.3) it asks each cursor's delta
-(Gmail `history.list`, a Graph delta link: the same call and code a run makes), with the token refreshed
-only when it has expired. A mailbox with nothing new gets its `checked_at` and nothing else. Where there is
-mail, or the cursor cannot be read from (expired, another query), or mail is queued on the mailbox, a real
-run is requested, and the run does what a run does (lease, consent, ledger, record). A refused or
-throttled call is recorded as a run's would be (`integration_mark_failed`): the mailbox waits its backoff.
+(one Gmail `history.list` for both folders, a Graph delta link per folder: the code a run reads with), with
+the token refreshed only when it has expired. A mailbox with nothing new gets its `checked_at` and nothing
+else. Where there is mail, or the cursor cannot be read from (expired, another query), or mail is queued on
+the mailbox, a real run is requested, and the run does what a run does (lease, consent, ledger, record). A
+refused or throttled call is recorded as a run's would be (`integration_mark_failed`): the mailbox waits its backoff.
 
 Nothing here moves a cursor past mail: a delta that lists nothing the ledger lacks says there is no mail
 between the cursor and the delta's own position, so that position is saved (a compare-and-swap on the old
@@ -129,18 +130,21 @@ def _prepare(box: _Box) -> None:
 
 
 def _ask(box: _Box) -> None:
-    """The provider calls (a thread of the pool: no database here)."""
+    """The provider calls (a thread of the pool: no database here): one for every folder of a Gmail
+    mailbox, one per folder of an Outlook one."""
     assert box.provider is not None
-    for cursor in box.cursors:
-        box.calls += 1
-        try:
-            delta = box.provider.fetch_delta(cursor.value, folder=cursor_folder(cursor.value))
-        except CursorExpired:
-            box.needs_run = True  # the run resyncs it (DESIGN §6)
-            return
-        except ProviderError as error:
-            box.error = error
-            return
+    by_folder = {cursor_folder(c.value): c for c in box.cursors}
+    box.calls += 1 if box.integration.provider == Integration.Provider.GMAIL else len(by_folder)
+    try:
+        deltas = box.provider.fetch_deltas({folder: c.value for folder, c in by_folder.items()})
+    except CursorExpired:
+        box.needs_run = True  # the run resyncs it (DESIGN §6)
+        return
+    except ProviderError as error:
+        box.error = error
+        return
+    for folder, delta in deltas.items():
+        cursor = by_folder[folder]
         box.listed.update((cursor.purpose, message_id) for message_id in delta.message_ids)
         box.positions[cursor.pk] = delta.new_cursor
 

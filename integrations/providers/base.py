@@ -6,7 +6,7 @@ below, never an HTTP library's exception or a status code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
@@ -126,6 +126,11 @@ class MailProvider(Protocol):
         """The ids of every email that entered `folder` since `cursor` (new, or moved or relabelled into
         it) and that the provider does not record as deleted since, and the cursor after them. Saves
         nothing. Raises CursorExpired when the provider no longer knows `cursor`, or it is another folder's."""
+        ...
+
+    def fetch_deltas(self, cursors: Mapping[Folder, str]) -> dict[Folder, Delta]:
+        """fetch_delta of each folder's cursor, in as few provider calls as the provider allows (Gmail: one
+        history listing for every folder; Graph: one delta per folder). CursorExpired when any is."""
         ...
 
     def resync(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 from urllib.parse import quote
@@ -231,10 +231,39 @@ class GmailProvider:
         pages: delivered or sent there, or labelled into it later (un-archived, "Not spam", moved from
         another label, a filter), and not deleted for good since (a messagesDeleted record: nothing to
         read). Saves nothing. A cursor of another folder is refused before any request."""
-        start = cursor_position(folder, cursor)
-        label = LABELS[folder]
-        message_ids: dict[str, None] = {}
-        new_position = start
+        return self.fetch_deltas({folder: cursor})[folder]
+
+    def fetch_deltas(self, cursors: Mapping[Folder, str]) -> dict[Folder, Delta]:
+        """What fetch_delta of each folder's cursor returns, from one history listing: filtered by the
+        folder's label when there is one folder, over every label from the oldest cursor when there are
+        more (Gmail's history ids are the mailbox's), each folder then taking the records after its own
+        cursor. One call where an idle check would make one per folder."""
+        starts = {folder: cursor_position(folder, cursor) for folder, cursor in cursors.items()}
+        if not all(start.isdigit() for start in starts.values()):
+            raise CursorExpired("This Gmail sync position is not a history id; a resync is needed.")
+        only = next(iter(starts)) if len(starts) == 1 else None
+        records, position = self._history(min(starts.values(), key=int), label=LABELS[only] if only else None)
+        found: dict[Folder, dict[str, None]] = {folder: {} for folder in starts}
+        for record in records:
+            record_id = str(record.get("id", ""))
+            for folder, start in starts.items():
+                if record_id.isdigit() and int(record_id) <= int(start):
+                    continue  # before this folder's cursor: its last read saw it
+                message_ids = found[folder]
+                for message_id in _entered(record, LABELS[folder]):
+                    message_ids.setdefault(message_id, None)
+                for deleted in record.get("messagesDeleted", []):
+                    message_ids.pop(str((deleted.get("message") or {}).get("id", "")), None)
+        return {
+            folder: Delta(message_ids=list(found[folder]), new_cursor=cursor_for(folder, position or start))
+            for folder, start in starts.items()
+        }
+
+    def _history(self, start: str, *, label: str | None) -> tuple[list[dict[str, Any]], str]:
+        """Every history record after `start` (of `label`'s messages, or all), over all pages, and the
+        mailbox's history id at the end."""
+        records: list[dict[str, Any]] = []
+        position = ""
         page_token: str | None = None
         while True:
             request = (
@@ -246,9 +275,9 @@ class GmailProvider:
                     # Deletions too: they change nothing of which mail is listed (GMAIL_FILTER), and a
                     # message deleted before it is read is then known gone, not a 404 to wait out.
                     historyTypes=["messageAdded", "labelAdded", "messageDeleted"],
-                    labelId=label,
                     maxResults=500,
                     pageToken=page_token,
+                    **({"labelId": label} if label else {}),
                 )
             )
             try:
@@ -257,16 +286,11 @@ class GmailProvider:
                 if error.status_code in (400, 404):  # too old, or a cursor Gmail cannot read: resync
                     raise CursorExpired("Gmail no longer has the history since the last sync.") from error
                 raise _translate(error) from error
-            for record in page.get("history", []):
-                for message_id in _entered(record, label):
-                    message_ids.setdefault(message_id, None)
-                for deleted in record.get("messagesDeleted", []):
-                    message_ids.pop(str((deleted.get("message") or {}).get("id", "")), None)
-            new_position = str(page.get("historyId", new_position))
+            records.extend(page.get("history", []))
+            position = str(page.get("historyId", position))
             page_token = page.get("nextPageToken")
             if not page_token:
-                break
-        return Delta(message_ids=list(message_ids), new_cursor=cursor_for(folder, new_position))
+                return records, position
 
     def resync(
         self,

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NoReturn, Protocol
 from urllib.parse import quote, urlencode, urlsplit
@@ -144,6 +144,10 @@ class OutlookProvider:
     def account_address(self) -> str:
         me = self._request("GET", f"{self._endpoint}/me")
         return str(me.get("mail") or me.get("userPrincipalName") or "")
+
+    def fetch_deltas(self, cursors: Mapping[Folder, str]) -> dict[Folder, Delta]:
+        """Each folder's delta, one after the other: a Graph delta link follows one folder."""
+        return {folder: self.fetch_delta(cursor, folder=folder) for folder, cursor in cursors.items()}
 
     def fetch_delta(self, cursor: str, *, folder: Folder = "inbox") -> Delta:
         """Every message that entered `folder` (the inbox, `sentitems`) or changed since `cursor`, over all

@@ -39,20 +39,36 @@ def _provider_requests(sandbox: SandboxClient, service: str) -> list[str]:
     return [r["path"] for r in sandbox.requests(service) if "/token" not in r["path"]]
 
 
-def test_a_gmail_mailbox_with_nothing_new_costs_one_history_call_per_folder_and_writes_no_run(
+def test_a_gmail_mailbox_with_nothing_new_costs_one_history_call_for_both_folders_and_writes_no_run(
     sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
 ) -> None:
     _read_once(gmail, consenting_user)
+    assert gmail.integration.cursors.count() == 2  # the inbox's and Sent mail's (consent covers Sent mail)
     runs = ExtractionRun.objects.count()
 
     result = mailboxes_idle_check(integration_ids=[gmail.integration.pk])
 
-    # One call for each cursor: the inbox's and Sent mail's (the person's consent covers Sent mail)
-    assert (result.quiet, result.calls, result.runs_queued) == (1, 2, 0)
-    assert [p.rsplit("/", 1)[-1] for p in _provider_requests(sandbox, "gmail")] == ["history", "history"]
+    # One history listing over every label answers for both cursors (Gmail's history ids are the mailbox's)
+    assert (result.quiet, result.calls, result.runs_queued) == (1, 1, 0)
+    assert [p.rsplit("/", 1)[-1] for p in _provider_requests(sandbox, "gmail")] == ["history"]
     assert ExtractionRun.objects.count() == runs
     gmail.integration.refresh_from_db()
     assert gmail.integration.checked_at is not None
+
+
+@pytest.mark.parametrize(
+    ("labels", "new"),
+    [(["SENT"], True), (["INBOX"], True), (["DRAFT"], False), (["SPAM"], False)],
+)
+def test_one_gmail_listing_tells_mail_sent_or_received_from_changes_to_other_labels(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User, labels: list[str], new: bool
+) -> None:
+    _read_once(gmail, consenting_user)
+    sandbox.deliver(gmail.address, ask(3), labels=labels)
+
+    result = mailboxes_idle_check(integration_ids=[gmail.integration.pk])
+
+    assert (result.with_mail, result.quiet, result.calls) == ((1, 0, 1) if new else (0, 1, 1))
 
 
 def test_an_outlook_mailbox_with_nothing_new_costs_one_delta_call_per_folder_and_writes_no_run(
