@@ -1,10 +1,9 @@
-"""The idle check: whether anything changed in a chunk of due mailboxes, for one provider call per mailbox
-(Gmail) or per folder (Graph).
+"""The idle check: whether anything changed in a chunk of due mailboxes, for one provider call a mailbox.
 
 An idle check is not a run. It takes no lease, writes no run row and reads no message: for each mailbox of
 a person with current AI consent (no consent, no provider call: DESIGN §7.3) it asks each cursor's delta
-(one Gmail `history.list` for both folders, a Graph delta link per folder: the code a run reads with), with
-the token refreshed only when it has expired. A mailbox with nothing new gets its `checked_at` and nothing
+(one Gmail `history.list` for both folders, a Graph $batch of both folders' delta links), with the token
+refreshed only when it has expired. A mailbox with nothing new gets its `checked_at` and nothing
 else. Where there is mail, or the cursor cannot be read from (expired, another query), or mail is queued on
 the mailbox, a real run is requested, and the run does what a run does (lease, consent, ledger, record). A
 refused or throttled call is recorded as a run's would be (`integration_mark_failed`): the mailbox waits its backoff.
@@ -130,11 +129,12 @@ def _prepare(box: _Box) -> None:
 
 
 def _ask(box: _Box) -> None:
-    """The provider calls (a thread of the pool: no database here): one for every folder of a Gmail
-    mailbox, one per folder of an Outlook one."""
+    """The provider call (a thread of the pool: no database here): one for every folder of the mailbox
+    (a Gmail history listing over every label, a Graph $batch of each folder's delta), and more only for
+    a delta of several pages or a part Graph failed."""
     assert box.provider is not None
     by_folder = {cursor_folder(c.value): c for c in box.cursors}
-    box.calls += 1 if box.integration.provider == Integration.Provider.GMAIL else len(by_folder)
+    box.calls += 1
     try:
         deltas = box.provider.fetch_deltas({folder: c.value for folder, c in by_folder.items()})
     except CursorExpired:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import wraps
 
 import requests
@@ -110,8 +110,7 @@ def _sync_status(status: MailboxStatus, *, consent: bool, now: datetime, left_ou
     elif not consent:
         note = "Scheduled reads wait for your AI consent."
     else:
-        every = timedelta(minutes=settings.EXTRACTION_SCHEDULE_MINUTES)
-        next_read = max(integration.last_success_at + every, now) if integration.last_success_at else now
+        next_read = max(integration.next_check_at, now)  # what the scan goes by (push healthy or not)
     missed = str(integration.pk) in left_out
     healthy = active and not problem and not status.unread and not missed
     health = "Healthy" if healthy else ("Needs reconnecting" if not active else "Having trouble")

@@ -71,16 +71,61 @@ def test_one_gmail_listing_tells_mail_sent_or_received_from_changes_to_other_lab
     assert (result.with_mail, result.quiet, result.calls) == ((1, 0, 1) if new else (0, 1, 1))
 
 
-def test_an_outlook_mailbox_with_nothing_new_costs_one_delta_call_per_folder_and_writes_no_run(
+def test_an_outlook_mailbox_with_nothing_new_costs_one_batch_of_both_deltas_and_writes_no_run(
     sandbox: SandboxClient, outlook: OutlookBox, consenting_user: User
 ) -> None:
+    _read_once(outlook, consenting_user)  # the first run turns the first queries into delta links
+    assert outlook.integration.cursors.count() == 2
     runs = ExtractionRun.objects.count()
 
     result = mailboxes_idle_check(integration_ids=[outlook.integration.pk])
 
-    assert (result.quiet, result.calls, result.runs_queued) == (1, 2, 0)
-    assert len(_provider_requests(sandbox, "graph")) == 2
+    assert (result.quiet, result.calls, result.runs_queued) == (1, 1, 0)
+    requests = [r for r in sandbox.requests("graph") if "/token" not in r["path"]]
+    # One HTTP request, the $batch; its two parts (logged apart, as Graph counts them) are the two deltas
+    assert [r["path"] for r in requests if not r.get("batch_part")] == ["/v1.0/$batch"]
+    parts = sorted(r["path"] for r in requests if r.get("batch_part"))
+    assert len(parts) == 2 and all(p.endswith("/messages/delta") for p in parts), parts
     assert ExtractionRun.objects.count() == runs
+
+
+@pytest.mark.parametrize("folder", ["inbox", "sentitems"])
+def test_outlook_mail_received_or_sent_is_found_by_the_batch_of_deltas(
+    sandbox: SandboxClient, outlook: OutlookBox, consenting_user: User, folder: str
+) -> None:
+    _read_once(outlook, consenting_user)
+    if folder == "inbox":
+        outlook.deliver(ask(4))
+    else:
+        sandbox.send_outlook(outlook.address, to=["sam@example.com"], body="I will send the figures on Friday.")
+
+    result = mailboxes_idle_check(integration_ids=[outlook.integration.pk])
+
+    assert (result.with_mail, result.calls) == (1, 1)
+
+
+def test_an_outlook_delta_expired_inside_the_batch_asks_for_a_run_that_resyncs(
+    sandbox: SandboxClient, outlook: OutlookBox, consenting_user: User
+) -> None:
+    _read_once(outlook, consenting_user)
+    sandbox.expire_outlook_delta(outlook.address)  # each part answers 410 SyncStateNotFound
+
+    result = mailboxes_idle_check(integration_ids=[outlook.integration.pk])
+
+    assert (result.with_mail, result.failed) == (1, 0)
+
+
+def test_an_outlook_delta_throttled_inside_the_batch_is_asked_again_on_its_own(
+    sandbox: SandboxClient, outlook: OutlookBox, consenting_user: User
+) -> None:
+    _read_once(outlook, consenting_user)
+    sandbox.fault("graph", 429, route="/messages/delta", headers={"Retry-After": "0.05"}, times=1)
+
+    result = mailboxes_idle_check(integration_ids=[outlook.integration.pk])
+
+    assert (result.quiet, result.failed) == (1, 0)
+    paths = [r["path"] for r in sandbox.requests("graph") if "/token" not in r["path"] and not r.get("batch_part")]
+    assert paths[0] == "/v1.0/$batch" and len(paths) == 2 and paths[1].endswith("/messages/delta"), paths
 
 
 def test_a_mailbox_with_new_mail_gets_a_real_run(

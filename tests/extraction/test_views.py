@@ -1,5 +1,8 @@
+from datetime import UTC, timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from accounts.models import User
 from accounts.services import consent_grant
@@ -221,8 +224,26 @@ def test_mailboxes_page_says_in_plain_words_how_each_mailbox_syncs(
 
     assert 'data-healthy="true"' in item and ">Healthy<" in item
     assert "Last read successfully" in item
-    assert "Next scheduled read: around" in item
+    assert "Next scheduled read: " in item  # when the scan looks next: see the test below
     assert "Last problem" not in item and 'data-action="reconnect"' not in item
+
+
+def test_mailboxes_page_gives_the_next_check_the_scan_goes_by(
+    client: Client, gmail: GmailBox, consenting_user: User, settings
+) -> None:
+    """With push healthy a mailbox is checked every EXTRACTION_SWEEP_MINUTES, not every
+    EXTRACTION_SCHEDULE_MINUTES after its last read: the page says when the scan will look."""
+    from integrations.models import Integration
+
+    settings.EXTRACTION_SCHEDULE_MINUTES = 10
+    run_extraction(consenting_user)
+    due = timezone.now() + timedelta(minutes=47)
+    Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=due)
+    client.force_login(consenting_user)
+
+    item = _mailbox_item(client.get("/mailboxes/").content.decode(), gmail.integration.pk)
+
+    assert f"Next scheduled read: around {timezone.localtime(due, UTC).strftime('%H:%M')}." in item
 
 
 def test_a_mailbox_that_needs_reconnecting_says_why_and_offers_reconnect(
