@@ -2,16 +2,16 @@
 
     uv run python benchmarks/scale.py [--people 500000] [--sample 10000] [--healthy 0.9] [--minutes 60]
 
-Setup, not timed: the sandbox in a process of its own, a fresh database `tasklift_bench_scale_<people>`
-(dropped at the end), Redis database 2 with a queue and cache prefix of its own (`tasklift-bench-scale`). One real Gmail
-and one real Outlook mailbox are made in the sandbox and connected as the OAuth callbacks connect them; then
-`--people` people, each with AI consent, a Gmail and an Outlook mailbox (2 x people mailboxes) and both its
-cursors (the inbox's and Sent mail's), are written by PostgreSQL itself (INSERT ... SELECT FROM generate_series, not the ORM). Every mailbox
-carries the credentials and cursors of the real sandbox mailbox of its provider, so that any of them, checked,
-asks the sandbox for real and hears "nothing new" through the code a worker runs. A share `--healthy` of the
-mailboxes has a live push channel that has rung (swept every EXTRACTION_SWEEP_MINUTES); the others have none
-(polled every EXTRACTION_SCHEDULE_MINUTES). Each was read once within its interval, at a moment spread evenly
-over it, so the hour starts in its steady state.
+Setup, not timed: the sandbox in a process of its own, a fresh database `tasklift_bench_scale_<people>` (dropped at
+the end), Redis database 2 with a queue and cache prefix of its own (`tasklift-bench-scale`). One real Gmail and
+one real Outlook mailbox are made in the sandbox and connected as the OAuth callbacks connect them; then `--people`
+people, each with AI consent, a Gmail and an Outlook mailbox (2 x people mailboxes) and both its cursors (the
+inbox's and Sent mail's), are written by PostgreSQL itself (INSERT ... SELECT FROM generate_series, not the ORM).
+Every mailbox carries the credentials and cursors of the real sandbox mailbox of its provider, so that any of them,
+checked, asks the sandbox for real and hears "nothing new" through the code a worker runs. A share `--healthy` of
+the mailboxes has a live push channel that has rung (swept every EXTRACTION_SWEEP_MINUTES); the others have none
+(polled every EXTRACTION_SCHEDULE_MINUTES). Each was read once within its interval, at a moment spread evenly over
+it, so the hour starts in its steady state.
 
 Timed:
 1. `--minutes` ticks of beat's scan, one a minute on a simulated clock (`extraction_scan(now=...)`), as

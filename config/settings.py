@@ -472,8 +472,8 @@ MAIL_BACKFILL_MAX_MESSAGES = env_int("MAIL_BACKFILL_MAX_MESSAGES", 100, minimum=
 # MAIL_SENT_BACKFILL_MAX_MESSAGES of the last MAIL_SENT_BACKFILL_DAYS; the rest of that window is counted.
 MAIL_SENT_BACKFILL_DAYS = env_int("MAIL_SENT_BACKFILL_DAYS", 14, minimum=0)
 MAIL_SENT_BACKFILL_MAX_MESSAGES = env_int("MAIL_SENT_BACKFILL_MAX_MESSAGES", 100, minimum=0)
-# The polling safety net: every EXTRACTION_SCAN_SECONDS, beat requests a run for each mailbox not read
-# successfully for EXTRACTION_SCHEDULE_MINUTES (push or no push), or rung but not read since.
+# The polling safety net: every EXTRACTION_SCAN_SECONDS, beat's scan claims the mailboxes due (without working
+# push, every EXTRACTION_SCHEDULE_MINUTES) and sends them to idle checks; one rung but not read since gets a run.
 EXTRACTION_SCAN_SECONDS = env_int("EXTRACTION_SCAN_SECONDS", 60, minimum=1)
 # A mailbox whose push works (a live channel, heard from within its quiet time, no mail missed) is swept this
 # often instead; the sweep is an idle check (one provider call), a run only when there is mail.
