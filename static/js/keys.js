@@ -34,7 +34,9 @@
 
   var current = null; // the id of the task the keys act on: the one focused last
 
-  function focusRow(row, action) {
+  // `quiet`: focus given back after a refresh, without scrolling (the task is where it was, and the person may
+  // have scrolled on to point at another: a jump there moves what is under the pointer).
+  function focusRow(row, action, quiet) {
     if (!row) return false;
     current = row.id;
     var target = action ? row.querySelector('[data-action="' + action + '"]') : null;
@@ -42,8 +44,8 @@
       row.setAttribute("tabindex", "-1");
       target = row;
     }
-    target.focus();
-    if (row.scrollIntoView) row.scrollIntoView({ block: "nearest" });
+    target.focus({ preventScroll: Boolean(quiet) });
+    if (!quiet && row.scrollIntoView) row.scrollIntoView({ block: "nearest" });
     return true;
   }
 
@@ -281,7 +283,7 @@
     }
     if (refocus && target && target.id === "task-list") {
       var again = document.getElementById(refocus.id);
-      if (again && focusLost()) focusRow(again, refocus.action);
+      if (again && focusLost()) focusRow(again, refocus.action, true);
       refocus = null;
     }
   }

@@ -239,6 +239,29 @@ def test_keyboard_a_list_refresh_never_takes_focus_back_from_where_the_person_mo
     assert Task.objects.filter(user=person, status=Task.Status.OPEN).count() == 3
 
 
+def test_keyboard_focus_given_back_by_a_refresh_does_not_scroll_the_page(person: User, page_of: Any) -> None:
+    """Seen in CI (the daily journey): a refresh of the list gave focus back to the task it was on and scrolled
+    to it, while the person had scrolled on to click another task's Done; the click landed elsewhere. Focus
+    comes back without moving the page."""
+    for n in range(12):
+        task_create(user=person, title=f"Extra task {n}")
+    page = page_of(person, viewport={"width": 1280, "height": 500})
+    page.keyboard.press("j")  # focus on the first task, at the top
+    page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
+    scrolled = page.evaluate("() => window.scrollY")
+    assert scrolled > 200
+    page.evaluate(
+        """() => new Promise((resolve) => {
+          document.addEventListener("htmx:afterSettle", (event) => {
+            if (event.detail.target.id === "task-list") resolve(null);
+          });
+          htmx.trigger(document.body, "tasksChanged");
+        })"""
+    )
+    assert active(page)["row"] is not None  # focus is back on the task
+    assert page.evaluate("() => window.scrollY") == scrolled
+
+
 def test_reading_pane_opens_and_closes_from_the_keyboard(lease: Task, page_of: Any) -> None:
     page = page_of(lease.user)
     page.keyboard.press("j")
