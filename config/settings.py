@@ -492,6 +492,8 @@ RETENTION_JOB_SECONDS = env_int("RETENTION_JOB_SECONDS", 60, minimum=1)
 # The longest a batch's transaction may hold its locks; a batch that would take longer is cancelled, rolled
 # back and done again in smaller batches.
 RETENTION_TRANSACTION_MS = env_int("RETENTION_TRANSACTION_MS", 500, minimum=50)
+# Between two batches retention rests this many times as long as the batch took (its share: 1 / (1 + this)).
+RETENTION_REST_FACTOR = env_int("RETENTION_REST_FACTOR", 3, minimum=0)
 CELERY_BEAT_SCHEDULE["extraction-retention"] = {
     "task": "extraction.jobs.extraction_retention_job",
     "schedule": env_int("RETENTION_EVERY_SECONDS", 600, minimum=1),
