@@ -3,10 +3,10 @@
 An idle check is not a run. It takes no lease, writes no run row and reads no message: for each mailbox of
 a person with current AI consent (no consent, no provider call: DESIGN §7.3) it asks each cursor's delta
 (one Gmail `history.list` for both folders, a Graph $batch of both folders' delta links), with the token
-refreshed only when it has expired. A mailbox with nothing new gets its `checked_at` and nothing
-else. Where there is mail, or the cursor cannot be read from (expired, another query), or mail is queued on
-the mailbox, a real run is requested, and the run does what a run does (lease, consent, ledger, record). A
-refused or throttled call is recorded as a run's would be (`integration_mark_failed`): the mailbox waits its backoff.
+refreshed only when it has expired. A mailbox with nothing new gets its `checked_at` and nothing else. Where
+there is mail, or the cursor cannot be read from (expired, another query), or mail is queued on the mailbox,
+a real run is requested, and the run does what a run does (lease, consent, ledger, record). A refused or
+throttled call is recorded as a run's would be (`integration_mark_failed`): the mailbox waits its backoff.
 
 Nothing here moves a cursor past mail: a delta that lists nothing the ledger lacks says there is no mail
 between the cursor and the delta's own position, so that position is saved (a compare-and-swap on the old
@@ -129,9 +129,9 @@ def _prepare(box: _Box) -> None:
 
 
 def _ask(box: _Box) -> None:
-    """The provider call (a thread of the pool: no database here): one for every folder of the mailbox
-    (a Gmail history listing over every label, a Graph $batch of each folder's delta), and more only for
-    a delta of several pages or a part Graph failed."""
+    """The provider call (a thread of the pool: no database here): one for all the mailbox's folders (a
+    Gmail history listing over every label, a Graph $batch of each folder's delta), and more only for a
+    delta of several pages or a part Graph failed."""
     assert box.provider is not None
     by_folder = {cursor_folder(c.value): c for c in box.cursors}
     box.calls += 1
