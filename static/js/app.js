@@ -73,26 +73,56 @@
     }
   });
 
-  // The list fetches itself again when tasks change (a run, another tab). Not while the person edits a task
-  // in it (their typing would be lost): the refresh waits until the edit is saved or cancelled. Ticked boxes
-  // stay ticked across a refresh.
-  var refreshWaiting = false;
+  // The list fetches itself again when tasks change (a run, another tab), and a search or a filter redraws it.
+  // Neither answer replaces the list while the person works in a row: while they edit a task or type its snooze
+  // date (their typing would be lost), nor while a task's own request (Done, Dismiss, Snooze, a save) is on
+  // its way (its answer goes to the row, and its notice with Undo, out of band, would go nowhere). The list is
+  // then asked again once the row is free: by the search form when a search was held back, else by the list.
+  // Ticked boxes stay ticked across a refresh.
+  var waiting = null; // what asks again: the list, or the search form whose answer was held back
   var ticked = [];
+  var rowRequests = 0; // requests of a task's row on their way
   function editing() { return document.querySelector("#task-list .editing") !== null; }
+  function typingSnooze() {
+    var focused = document.activeElement;
+    return Boolean(focused && focused.closest && focused.closest("#task-list details[data-snooze][open]"));
+  }
+  function rowBusy() { return editing() || typingSnooze() || rowRequests > 0; }
+  function holdBack(source) {
+    if (!waiting || (source && source.id === "task-filters")) waiting = source || list();
+  }
+  function list() { return document.getElementById("task-list"); }
+  function askAgain() {
+    if (!waiting || rowBusy() || !window.htmx) return;
+    var source = waiting;
+    waiting = null;
+    if (source.id === "task-filters" && source.isConnected) window.htmx.trigger(source, "change");
+    else window.htmx.trigger(document.body, "tasksChanged");
+  }
 
   document.addEventListener("htmx:beforeRequest", function (event) {
     var elt = event.detail && event.detail.elt;
-    if (elt && elt.id === "task-list" && editing()) {
+    if (elt && elt.id === "task-list" && rowBusy()) {
       event.preventDefault();
-      refreshWaiting = true;
+      holdBack(elt);
+    }
+  });
+  document.addEventListener("htmx:beforeSend", function (event) { // a request not cancelled: it will end
+    var elt = event.detail && event.detail.elt;
+    var xhr = event.detail && event.detail.xhr;
+    if (elt && elt.closest && elt.closest("#task-list li.task") && xhr) {
+      rowRequests += 1;
+      xhr.addEventListener("loadend", function () {
+        rowRequests -= 1;
+        setTimeout(askAgain, 0); // after htmx has swapped the row's answer
+      });
     }
   });
   document.addEventListener("htmx:beforeSwap", function (event) {
     var target = event.detail && event.detail.target;
-    if (target && target.id === "task-list" && editing()) {
-      // A refresh asked for before the edit began has come back: it would replace the edit form.
+    if (target && target.id === "task-list" && rowBusy()) {
       event.detail.shouldSwap = false;
-      refreshWaiting = true;
+      holdBack(event.detail.elt);
       return;
     }
     if (target && target.id === "task-list") {
@@ -110,9 +140,9 @@
       });
       ticked = [];
     }
-    if (refreshWaiting && !editing() && window.htmx) {
-      refreshWaiting = false;
-      window.htmx.trigger(document.body, "tasksChanged");
-    }
+    askAgain();
   });
+  // The snooze date left (focus elsewhere, or its field closed) without a request: the list may ask again.
+  document.addEventListener("focusout", function () { setTimeout(askAgain, 0); });
+  document.addEventListener("toggle", function () { setTimeout(askAgain, 0); }, true);
 })();

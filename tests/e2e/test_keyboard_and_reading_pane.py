@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -402,3 +402,108 @@ def test_mail_from_before_connecting_is_one_collapsed_heading_that_opens_from_th
     expect(page.locator("#task-list .earlier-group li.task")).to_have_count(4)
     # Focus stays in the group, on the next of its tasks.
     expect(page.locator("#task-list .earlier-group li.task:focus-within")).to_have_count(1)
+
+
+def snooze_date(page: Any, row: str, days: int = 7) -> Any:
+    """s on the focused task, and a date typed in its field (the keys of a date field: month, day, year)."""
+    until = timezone.localdate() + timedelta(days=days)
+    page.keyboard.press("s")
+    expect(page.locator(f"#{row} input[name='snoozed_until']")).to_be_focused()
+    page.keyboard.type(until.strftime("%m%d%Y"))
+    return until
+
+
+def held_routes(page: Any, pattern: str) -> tuple[list[Any], Callable[[], None]]:
+    """Requests to `pattern` held back (each a Playwright route, to let go with continue_()), and a function
+    that waits until one more is held."""
+    held: list[Any] = []
+    page.route(re.compile(pattern), lambda route: held.append(route))
+    seen = [0]
+
+    def wait_next() -> None:
+        for _ in range(60):
+            if len(held) > seen[0]:
+                seen[0] = len(held)
+                return
+            page.wait_for_timeout(50)
+        raise AssertionError(f"no request to {pattern} after {seen[0]}")
+
+    return held, wait_next
+
+
+def refresh_and_wait(page: Any) -> str:
+    """Ask the list again (what a run's or another tab's change does) and wait until its answer has settled, or
+    1.5 s if it never comes into the page: "swapped" or "held"."""
+    return str(
+        page.evaluate(
+            """() => new Promise((resolve) => {
+              document.addEventListener("htmx:afterSettle", (event) => {
+                if (event.detail.target.id === "task-list") resolve("swapped");
+              });
+              setTimeout(() => resolve("held"), 1500);
+              htmx.trigger(document.body, "tasksChanged");
+            })"""
+        )
+    )
+
+
+def expect_snoozed(page: Any, row: str, until: Any) -> None:
+    expect(page.locator("#undo")).to_contain_text("snoozed until")
+    expect(page.locator(f"#{row}")).to_have_count(0)
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(300)
+    expect(page.locator(f"#{row}")).to_have_count(0)
+    expect(page.locator("#task-list > li.task")).to_have_count(2)
+    assert Task.objects.get(pk=int(row.removeprefix("task-"))).snoozed_until == until
+
+
+def test_keyboard_snooze_date_being_typed_is_not_replaced_by_a_refresh_of_the_list(person: User, page_of: Any) -> None:
+    """Seen in CI (the keyboard journey): the list refreshed itself (the live check saw the Dismiss before) while
+    the snooze date was being typed; the new row's field was closed and empty, and Enter went elsewhere. A
+    refresh waits while a snooze date is being typed, as it waits for an edit."""
+    page = page_of(person)
+    first = row_id(page, "First task")
+    page.keyboard.press("j")
+    assert active(page)["row"] == first
+    until = snooze_date(page, first)
+    assert refresh_and_wait(page) == "held"
+    expect(page.locator(f"#{first} input[name='snoozed_until']")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect_snoozed(page, first, until)
+
+
+def test_keyboard_snooze_answer_lands_when_a_refresh_asked_for_during_it_waits(person: User, page_of: Any) -> None:
+    """The snooze is on its way when the list is asked again: the refresh waits for the snooze's answer (which
+    removes the row and shows its notice with Undo), then asks."""
+    page = page_of(person)
+    first = row_id(page, "First task")
+    snoozes, snooze_sent = held_routes(page, r".*/tasks/\d+/snooze$")
+    page.keyboard.press("j")
+    until = snooze_date(page, first)
+    page.keyboard.press("Enter")
+    snooze_sent()
+    assert refresh_and_wait(page) == "held"
+    snoozes[0].continue_()
+    expect_snoozed(page, first, until)
+
+
+def test_keyboard_snooze_answer_lands_when_a_refresh_answers_while_it_is_on_its_way(person: User, page_of: Any) -> None:
+    """Seen in CI (the keyboard journey): a refresh of the list (the live check had seen the Dismiss before) was
+    on its way when the snooze was sent, and answered first. Its list replaced the row the snooze answers into,
+    and the snooze's notice (with its Undo) went nowhere. A list's answer is not put in while a task's own
+    request is on its way; the list is asked again after it."""
+    page = page_of(person)
+    first = row_id(page, "First task")
+    refreshes, refresh_sent = held_routes(page, r".*/tasks/list\?.*")
+    snoozes, snooze_sent = held_routes(page, r".*/tasks/\d+/snooze$")
+    page.keyboard.press("j")
+    page.evaluate("() => htmx.trigger(document.body, 'tasksChanged')")
+    refresh_sent()
+    until = snooze_date(page, first)
+    page.keyboard.press("Enter")
+    snooze_sent()
+    refreshes[0].continue_()  # answers first, with the task still on the list
+    page.wait_for_timeout(500)
+    page.unroute(re.compile(r".*/tasks/list\?.*"))  # the list asked again goes through
+    snoozes[0].continue_()
+    expect_snoozed(page, first, until)
