@@ -187,7 +187,10 @@ def mailboxes_claim_due(*, now: datetime | None = None, limit: int = CLAIM_CHUNK
     any number of scans share the work and none claims a mailbox twice: to the end of a throttle; else a
     sweep interval (EXTRACTION_SWEEP_MINUTES) on from its last read or now when its push is healthy, but no
     later than the moment that push would have gone quiet; a poll interval (EXTRACTION_SCHEDULE_MINUTES)
-    without it. A check that never happens (its job lost) is thus made up within an interval.
+    without it. Each is due one scan period (EXTRACTION_SCAN_SECONDS) early: the scan that comes one interval
+    on runs a few milliseconds earlier or later in its period, and when later it would leave the mailbox one
+    more period. Due early, the last scan inside the interval claims it. A check that never happens (its job
+    lost) is thus made up within an interval.
     """
     now = now or timezone.now()
     sweep = settings.EXTRACTION_SWEEP_MINUTES * 60
@@ -201,7 +204,8 @@ def mailboxes_claim_due(*, now: datetime | None = None, limit: int = CLAIM_CHUNK
     following = f"""CASE
         WHEN {throttled} THEN i.retry_after
         ELSE GREATEST(%(now)s + make_interval(secs => %(scan)s), LEAST(
-            CASE WHEN {read_recently} AND NOT {rung_unread} THEN i.last_success_at ELSE %(now)s END + {interval},
+            CASE WHEN {read_recently} AND NOT {rung_unread} THEN i.last_success_at ELSE %(now)s END + {interval}
+                - make_interval(secs => %(scan)s),
             {gone_quiet}))
         END"""
     with connection.cursor() as cursor:

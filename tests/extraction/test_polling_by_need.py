@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from django.conf import settings as django_settings
 from django.utils import timezone
 
 from accounts.models import AIConsent, User
@@ -27,6 +28,11 @@ from tests.extraction.test_scheduling import _people_due
 from tests.mail import ask
 
 pytestmark = pytest.mark.django_db
+
+
+def _early(interval: timedelta) -> timedelta:
+    """When a mailbox claimed now is due again: one interval on, less one scan period."""
+    return interval - timedelta(seconds=django_settings.EXTRACTION_SCAN_SECONDS)
 
 
 def _read_once(box: GmailBox | OutlookBox, user: User) -> None:
@@ -196,20 +202,41 @@ def test_healthy_push_is_swept_every_sweep_interval_and_without_push_every_poll_
     (claimed,) = mailboxes_claim_due(now=now)  # no push channel
     assert claimed.to_check
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == now + timedelta(minutes=10)
+    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=10))
 
     _live_channel(gmail.integration, rung=False)  # a channel that never rang: perhaps dropped from the start
     Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=now)
     mailboxes_claim_due(now=now)
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == now + timedelta(minutes=10)
+    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=10))
 
     PushChannel.objects.all().delete()
     _live_channel(gmail.integration)  # it rang since it was opened
     Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=now)
     mailboxes_claim_due(now=now)
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == now + timedelta(minutes=60)
+    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=60))
+
+
+def test_without_push_a_mailbox_is_checked_again_by_the_last_scan_within_one_poll_interval(
+    gmail: GmailBox, consenting_user: User, settings
+) -> None:
+    """Seen in benchmarks/freshness.py --push-dropped: an email 134 s old with a 120 s poll interval. A check
+    claimed at a scan is due again one interval on; the scan of that moment, a few milliseconds earlier in its
+    period, missed it, and the mailbox waited one more scan period. It is due one scan period early instead, so
+    the last scan inside the interval claims it."""
+    settings.EXTRACTION_SCHEDULE_MINUTES, settings.EXTRACTION_SCAN_SECONDS = 2, 15
+    _read_once(gmail, consenting_user)
+    claimed_at = timezone.now() + timedelta(minutes=61)
+    Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=claimed_at)
+    (first,) = mailboxes_claim_due(now=claimed_at)
+    assert first.to_check
+
+    assert mailboxes_claim_due(now=claimed_at + timedelta(minutes=2) - timedelta(seconds=16)) == []
+    a_hair_early = claimed_at + timedelta(minutes=2) - timedelta(milliseconds=5)  # the scan one interval on
+    (again,) = mailboxes_claim_due(now=a_hair_early)
+
+    assert again.to_check
 
 
 def test_a_mailbox_read_within_its_interval_is_not_asked_again(gmail: GmailBox, consenting_user: User) -> None:
@@ -222,7 +249,7 @@ def test_a_mailbox_read_within_its_interval_is_not_asked_again(gmail: GmailBox, 
 
     assert claimed.read_recently and not claimed.to_check
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == read_at + timedelta(minutes=10)
+    assert gmail.integration.next_check_at == read_at + _early(timedelta(minutes=10))
 
 
 def test_push_that_missed_mail_counts_as_no_push_until_it_rings_again(
@@ -241,12 +268,12 @@ def test_push_that_missed_mail_counts_as_no_push_until_it_rings_again(
     Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=now)
     mailboxes_claim_due(now=now)
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == now + timedelta(minutes=settings.EXTRACTION_SCHEDULE_MINUTES)
+    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=settings.EXTRACTION_SCHEDULE_MINUTES))
 
     Integration.objects.filter(pk=gmail.integration.pk).update(notified_at=now, next_check_at=now)  # it rang
     mailboxes_claim_due(now=now)
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == now + timedelta(minutes=settings.EXTRACTION_SWEEP_MINUTES)
+    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=settings.EXTRACTION_SWEEP_MINUTES))
 
 
 def test_a_mailbox_that_rang_and_was_not_read_since_gets_a_run_from_the_scan_at_once(
