@@ -187,16 +187,16 @@ def mailboxes_claim_due(*, now: datetime | None = None, limit: int = CLAIM_CHUNK
     any number of scans share the work and none claims a mailbox twice: to the end of a throttle; else a
     sweep interval (EXTRACTION_SWEEP_MINUTES) on from its last read or now when its push is healthy, but no
     later than the moment that push would have gone quiet; a poll interval (EXTRACTION_SCHEDULE_MINUTES)
-    without it. Each is due one scan period (EXTRACTION_SCAN_SECONDS) early: the scan that comes one interval
-    on runs a few milliseconds earlier or later in its period, and when later it would leave the mailbox one
-    more period. Due early, the last scan inside the interval claims it. A check that never happens (its job
-    lost) is thus made up within an interval.
+    without it. Each interval is counted one scan period (EXTRACTION_SCAN_SECONDS) short, in "read recently"
+    as in the next check: the scan one interval on may run a hair earlier in its period, and would leave the
+    mailbox one more period. So the last scan within an interval of the mailbox's last look claims it. A check
+    that never happens (its job lost) is thus made up within an interval.
     """
     now = now or timezone.now()
     sweep = settings.EXTRACTION_SWEEP_MINUTES * 60
     poll = settings.EXTRACTION_SCHEDULE_MINUTES * 60
     healthy = push_healthy_sql("%(now)s")
-    interval = f"make_interval(secs => CASE WHEN {healthy} THEN {sweep} ELSE {poll} END)"
+    interval = f"make_interval(secs => CASE WHEN {healthy} THEN {sweep} ELSE {poll} END - %(scan)s)"
     rung_unread = "(i.notified_at IS NOT NULL AND (i.last_success_at IS NULL OR i.notified_at > i.last_success_at))"
     read_recently = f"(i.last_success_at IS NOT NULL AND i.last_success_at + {interval} > %(now)s)"
     throttled = "(i.retry_after IS NOT NULL AND i.retry_after > %(now)s)"
@@ -204,8 +204,7 @@ def mailboxes_claim_due(*, now: datetime | None = None, limit: int = CLAIM_CHUNK
     following = f"""CASE
         WHEN {throttled} THEN i.retry_after
         ELSE GREATEST(%(now)s + make_interval(secs => %(scan)s), LEAST(
-            CASE WHEN {read_recently} AND NOT {rung_unread} THEN i.last_success_at ELSE %(now)s END + {interval}
-                - make_interval(secs => %(scan)s),
+            CASE WHEN {read_recently} AND NOT {rung_unread} THEN i.last_success_at ELSE %(now)s END + {interval},
             {gone_quiet}))
         END"""
     with connection.cursor() as cursor:
