@@ -362,3 +362,13 @@ def celery_worker(transactional_db: None, _clean_redis: None) -> Iterator[Any]:
             yield worker
     finally:
         task_postrun.disconnect(dispatch_uid="e2e-close-db-connections")
+
+
+def tab_to(page: Any, locator: Any, *, most: int = 60) -> None:
+    """Press Tab until `locator`'s element has the focus, as a person without a mouse reaches it."""
+    element = locator.element_handle()
+    for _ in range(most):
+        page.keyboard.press("Tab")
+        if page.evaluate("element => document.activeElement === element", element):
+            return
+    raise AssertionError(f"not reached within {most} Tab presses: {locator}")

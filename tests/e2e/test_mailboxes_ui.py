@@ -1,5 +1,5 @@
-"""The Mailboxes page in a browser: "Disconnect" asks first, saying what becomes of the mailbox's tasks, and
-only the second, red button disconnects."""
+"""The Mailboxes page in a browser, from the keyboard: "Disconnect" asks first, saying what becomes of the
+mailbox's tasks, and only the second, red button disconnects."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from playwright.sync_api import expect
 
 from integrations.models import Integration
 from tasks.services import task_insert_from_emails
-from tests.e2e.conftest import chromium, new_page, watch_errors
+from tests.e2e.conftest import chromium, new_page, tab_to, watch_errors
 from tests.factories import IntegrationFactory, UserFactory, email_task_row
 
 
 @pytest.mark.e2e
-def test_disconnect_asks_first_and_says_what_happens_to_its_tasks(
+def test_keyboard_disconnect_asks_first_and_says_what_happens_to_its_tasks(
     live_site: str, transactional_db: None, _django_orm_beside_playwright: None
 ) -> None:
     user = UserFactory(email="boxes@example.com")
@@ -38,7 +38,8 @@ def test_disconnect_asks_first_and_says_what_happens_to_its_tasks(
         color = first.evaluate("el => getComputedStyle(el).color")
         assert color == "rgb(180, 35, 24)", color
 
-        first.click()
+        tab_to(page, first)
+        page.keyboard.press("Enter")
         expect(confirm).to_be_visible()
         expect(page.locator(f"#disconnect-step-{mailbox.pk}")).to_contain_text(
             "The 1 open task from this mailbox stays in your list"
@@ -46,10 +47,11 @@ def test_disconnect_asks_first_and_says_what_happens_to_its_tasks(
         mailbox.refresh_from_db()
         assert mailbox.status == Integration.Status.ACTIVE  # asking changed nothing
 
-        first.click()  # changing one's mind closes it again
+        page.keyboard.press("Enter")  # changing one's mind closes it again
         expect(confirm).to_be_hidden()
-        first.click()
-        confirm.click()
+        page.keyboard.press("Enter")
+        tab_to(page, confirm)
+        page.keyboard.press("Enter")
         expect(page.locator(".messages")).to_contain_text("is disconnected")
         expect(page.locator(f"#mailbox-{mailbox.pk}")).to_have_count(0)
         mailbox.refresh_from_db()
