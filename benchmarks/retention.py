@@ -12,8 +12,9 @@ Timed:
 1. The pipeline's batch write alone for `--seconds`: a transaction holding `ledger_record` of ten emails,
    as a batch commits (wall time of each).
 2. The same writes while `retention_apply` runs to the end in a thread of its own (its own connection):
-   each batch's transaction (the longest is the longest any retention lock is held), the rows removed and
-   compacted, and the writes' times beside it.
+   each batch's transaction, from its first statement to its commit (the longest is the longest any
+   retention lock is held; `longest_batch_s` adds the id window read before it and the mark kept after), the
+   rows removed and compacted, and the writes' times beside it.
 3. The writes alone again for `--seconds`, at the size the tables reached (the writes of step 2 grew the
    ledger by over a million rows). The slowdown is step 2 against the mean of steps 1 and 3, so that it is
    retention's, not the ledger's growth (`writes_slowed_pct`; against step 1 alone, `..._vs_before`).
@@ -187,14 +188,11 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     before = sizes()
     alone, _ = writes(args.seconds, writer_run.pk, 0)
 
-    batches: list[float] = []
-
     def retain() -> Any:
         total = None
         began = time.perf_counter()
         while True:  # job after job, as beat starts them, until nothing is left
             result = retention_apply(budget_s=settings.RETENTION_JOB_SECONDS)
-            batches.append(result.longest_batch_s)
             total = result if total is None else _add(total, result)
             if result.runs_removed == 0 and result.ledger_compacted == 0:
                 break
@@ -229,7 +227,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     slowdown = (mean_beside / mean_alone - 1) * 100
     slowdown_vs_before = (mean_beside / mean_before - 1) * 100
     checks = {
-        "no retention transaction of a second or more": result.longest_batch_s < 1,
+        "no retention transaction of a second or more": result.longest_transaction_s < 1,
         "batch writes not slowed beyond 10 %": slowdown <= 10,
         "no run past its age left (but each person's latest)": past_runs <= args.people,
         "no Message-ID key past its age left": past_keys == 0,
@@ -247,7 +245,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "retention_transaction_limit_ms": settings.RETENTION_TRANSACTION_MS,
         "retention_s": round(took, 1),
         "rows_per_s": round((result.runs_removed + result.ledger_compacted) / took),
-        "longest_transaction_s": round(result.longest_batch_s, 3),
+        "longest_transaction_s": round(result.longest_transaction_s, 3),
+        "longest_batch_s": round(result.longest_batch_s, 3),
         "write_ms_alone": round(mean_alone * 1000, 3),
         "write_ms_alone_before": round(mean_before * 1000, 3),
         "write_ms_alone_after": round(mean_after * 1000, 3),
@@ -274,6 +273,7 @@ def _add(a: Any, b: Any) -> Any:
     a.batches_cancelled += b.batches_cancelled
     a.smallest_batch = min(a.smallest_batch, b.smallest_batch)
     a.longest_batch_s = max(a.longest_batch_s, b.longest_batch_s)
+    a.longest_transaction_s = max(a.longest_transaction_s, b.longest_transaction_s)
     return a
 
 
@@ -283,7 +283,8 @@ def report(f: dict[str, Any]) -> None:
         f"{f['retention_batches']} transactions of {f['retention_smallest_batch_rows']} to "
         f"{f['retention_batch_rows']} rows ({f['retention_batches_cancelled']} cancelled at "
         f"{f['retention_transaction_limit_ms']} ms), {f['retention_s']} s "
-        f"({f['rows_per_s']} rows/s); the longest held its locks {f['longest_transaction_s']} s"
+        f"({f['rows_per_s']} rows/s); the longest held its locks {f['longest_transaction_s']} s "
+        f"(its batch, with the id window read before it, {f['longest_batch_s']} s)"
     )
     print(
         f"writes:    {f['write_ms_alone']} ms alone ({f['write_ms_alone_before']} before, "

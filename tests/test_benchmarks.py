@@ -103,6 +103,7 @@ def test_retention_removes_what_is_past_its_age_beside_the_batch_writes() -> Non
     assert figures["runs_left_past_age"] <= 100  # each person's latest run stays
     assert "no Message-ID key past its age left" not in figures["checks_failed"]  # the rest is timing
     assert figures["retention_batches"] > 0 and figures["write_ms_beside"] > 0
+    assert 0 < figures["longest_transaction_s"] < figures["longest_batch_s"]
 
 
 def test_task_list_measures_every_page() -> None:  # about 20 s
