@@ -89,6 +89,7 @@ def seed(args: argparse.Namespace, client: Any, start: datetime) -> dict[str, An
     from accounts.consent import CONSENT_VERSION
     from accounts.models import AIConsent, User
     from extraction.models import ExtractionRun
+    from extraction.scheduling import poll_seconds
     from integrations.models import Integration, PushChannel, SyncCursor
 
     real = {}
@@ -117,7 +118,7 @@ def seed(args: argparse.Namespace, client: Any, start: datetime) -> dict[str, An
         cursor.execute("SELECT max(id) FROM integrations_integration")
         box_base = int(cursor.fetchone()[0])
     sweep = settings.EXTRACTION_SWEEP_MINUTES * 60
-    poll = settings.EXTRACTION_SCHEDULE_MINUTES * 60
+    poll = poll_seconds()
     healthy_every = round(1 / (1 - args.healthy)) if args.healthy < 1 else 0  # every k-th mailbox has no push
     params: dict[str, Any] = {
         "start": start,
@@ -252,7 +253,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     from extraction.idlecheck import mailboxes_idle_check
     from extraction.jobs import extraction_idle_check_job
     from extraction.models import ExtractionRun
-    from extraction.scheduling import CLAIM_CHUNK, extraction_scan
+    from extraction.scheduling import CLAIM_CHUNK, extraction_scan, poll_seconds
     from integrations.models import Integration
     from sandbox.client import SandboxClient
 
@@ -266,7 +267,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     broker = redis.Redis.from_url(settings.REDIS_URL)
     queue_name = settings.CELERY_TASK_DEFAULT_QUEUE
 
-    sweep, poll = settings.EXTRACTION_SWEEP_MINUTES, settings.EXTRACTION_SCHEDULE_MINUTES
+    sweep, poll = settings.EXTRACTION_SWEEP_MINUTES, poll_seconds() / 60
     expected_checks = mailboxes * (args.healthy * 60 / sweep + (1 - args.healthy) * 60 / poll) * args.minutes / 60
     stride = max(1, round(expected_checks / args.sample))  # one job in `stride` is executed
     ticks: list[dict[str, Any]] = []

@@ -160,7 +160,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
 
     import extraction.jobs  # noqa: F401  imported once by beat and by every worker, not in a tick
     from extraction.models import ExtractionRun
-    from extraction.scheduling import CHECK_CHUNK, CLAIM_CHUNK
+    from extraction.scheduling import CHECK_CHUNK, CLAIM_CHUNK, poll_seconds
     from integrations.models import Integration
     from sandbox.client import SandboxClient
 
@@ -190,7 +190,7 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
     wall = [m["wall_ms"] / m["mailboxes"] for m in measured]
     queries = [m["queries"] / m["mailboxes"] for m in measured]
     claim_chunks = math.ceil(args.people / CLAIM_CHUNK)
-    per_hour = 60 / settings.EXTRACTION_SCHEDULE_MINUTES  # no push: a check every poll interval
+    per_hour = 3600 / poll_seconds()  # no push: a check every poll interval
     run_rows = ExtractionRun.objects.count()
     checks = {
         f"every mailbox claimed ({args.people})": ticked["queued"] == args.people,

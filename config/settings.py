@@ -459,7 +459,11 @@ EXTRACTION_MAX_TITLE_CHARS = env_int("EXTRACTION_MAX_TITLE_CHARS", 200, minimum=
 EXTRACTION_BAD_OUTPUT_ATTEMPTS = env_int("EXTRACTION_BAD_OUTPUT_ATTEMPTS", 2, minimum=1)
 EXTRACTION_FETCH_ATTEMPTS = env_int("EXTRACTION_FETCH_ATTEMPTS", 3, minimum=1)
 EXTRACTION_MAX_DELIVERIES = env_int("EXTRACTION_MAX_DELIVERIES", 3, minimum=1)
+# How old new mail may get, without working push, before it is a task: a mailbox without push is looked at
+# again within EXTRACTION_SCHEDULE_MINUTES less EXTRACTION_READ_ALLOWANCE_SECONDS of its last look, the
+# allowance being what a reading takes (the check's job, the run, its Gemini calls; about 15 s when measured).
 EXTRACTION_SCHEDULE_MINUTES = env_int("EXTRACTION_SCHEDULE_MINUTES", 10, minimum=1)
+EXTRACTION_READ_ALLOWANCE_SECONDS = env_int("EXTRACTION_READ_ALLOWANCE_SECONDS", 30, minimum=0)
 # Tests only: the crash point at which a run kills its own process (extraction/crashpoints.py).
 EXTRACTION_CRASH_POINT = env_str("EXTRACTION_CRASH_POINT")
 if PRODUCTION and EXTRACTION_CRASH_POINT:

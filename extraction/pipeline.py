@@ -195,7 +195,9 @@ class ExtractionPipeline:
         read: dict[str, Any] = {"updated_at": now}
         if len(moving) == len(group):
             read.update(
-                last_success_at=now,
+                # Read as of its listing (its first folder's): mail that came after it is not in this run, and
+                # the next look, a ring left unread, a resync all count from that moment, not the run's end.
+                last_success_at=min((m.listed_at for m in group if m.listed_at), default=now),
                 failure_count=0,
                 throttle_count=0,
                 retry_after=None,

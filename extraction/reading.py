@@ -83,6 +83,7 @@ class Mailbox:
     not_read: int = 0
     unread: dict[str, ProviderError] = field(default_factory=dict)  # messages that failed to read this run
     first_read_since: datetime | None = None  # the first read of Sent mail: from when it was read
+    listed_at: datetime | None = None  # when its new mail was asked for: what came after is for the next run
 
     @property
     def purpose(self) -> str:
@@ -250,6 +251,7 @@ class MailboxReader:
 
     def _fetch_delta(self, mailbox: Mailbox) -> None:
         assert mailbox.provider is not None
+        mailbox.listed_at = timezone.now()
         try:
             if mailbox.resync:
                 delta = self._resync(mailbox)

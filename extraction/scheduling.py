@@ -179,6 +179,13 @@ def _quiet_sql() -> str:
     return f"make_interval(secs => GREATEST({floor}, 4 * COALESCE(i.ring_gap_s, 0)))"
 
 
+def poll_seconds() -> int:
+    """How long a mailbox without working push goes from one look to the next: EXTRACTION_SCHEDULE_MINUTES less
+    what its reading is allowed (EXTRACTION_READ_ALLOWANCE_SECONDS), at least one scan period."""
+    schedule = settings.EXTRACTION_SCHEDULE_MINUTES * 60
+    return max(settings.EXTRACTION_SCAN_SECONDS, schedule - settings.EXTRACTION_READ_ALLOWANCE_SECONDS)
+
+
 def mailboxes_claim_due(*, now: datetime | None = None, limit: int = CLAIM_CHUNK) -> list[Claimed]:
     """Claim up to `limit` due mailboxes, in one statement, and say what each needs.
 
@@ -186,15 +193,17 @@ def mailboxes_claim_due(*, now: datetime | None = None, limit: int = CLAIM_CHUNK
     only the due ones, oldest first). Claiming moves `next_check_at` on, under FOR UPDATE SKIP LOCKED, so
     any number of scans share the work and none claims a mailbox twice: to the end of a throttle; else a
     sweep interval (EXTRACTION_SWEEP_MINUTES) on from its last read or now when its push is healthy, but no
-    later than the moment that push would have gone quiet; a poll interval (EXTRACTION_SCHEDULE_MINUTES)
-    without it. Each interval is counted one scan period (EXTRACTION_SCAN_SECONDS) short, in "read recently"
-    as in the next check: the scan one interval on may run a hair earlier in its period, and would leave the
-    mailbox one more period. So the last scan within an interval of the mailbox's last look claims it. A check
-    that never happens (its job lost) is thus made up within an interval.
+    later than the moment that push would have gone quiet; a poll interval without it: EXTRACTION_SCHEDULE_MINUTES
+    less the time its reading is allowed (EXTRACTION_READ_ALLOWANCE_SECONDS), so that mail which came just
+    after a look is a task within EXTRACTION_SCHEDULE_MINUTES. Each interval is counted one scan period
+    (EXTRACTION_SCAN_SECONDS) short, in "read recently" as in the next check: the scan one interval on may run
+    a hair earlier in its period, and would leave the mailbox one more period. So the last scan within an
+    interval of the mailbox's last look claims it. A check that never happens (its job lost) is thus made up
+    within an interval.
     """
     now = now or timezone.now()
     sweep = settings.EXTRACTION_SWEEP_MINUTES * 60
-    poll = settings.EXTRACTION_SCHEDULE_MINUTES * 60
+    poll = poll_seconds()
     healthy = push_healthy_sql("%(now)s")
     interval = f"make_interval(secs => CASE WHEN {healthy} THEN {sweep} ELSE {poll} END - %(scan)s)"
     rung_unread = "(i.notified_at IS NOT NULL AND (i.last_success_at IS NULL OR i.notified_at > i.last_success_at))"

@@ -273,22 +273,14 @@ def test_keyboard_search_typed_after_a_refresh_is_what_the_list_shows(person: Us
     rows = page.locator("#task-list > li.task")
     page.locator("#search").fill("Second")
     expect(rows).to_have_count(1)
-    held: list[Any] = []
-    page.route(re.compile(r".*/tasks/list\?.*"), lambda route: held.append(route))
-
-    def wait_held(count: int) -> None:
-        for _ in range(60):
-            if len(held) >= count:
-                return
-            page.wait_for_timeout(50)
-        raise AssertionError(f"{len(held)} of {count} list requests seen")
+    held, wait_next = held_routes(page, r".*/tasks/list\?.*")
 
     page.evaluate("() => htmx.trigger(document.body, 'tasksChanged')")  # the list asks again, with q=Second
-    wait_held(1)
+    wait_next()
     page.keyboard.press("/")
     page.keyboard.press("Control+a")
     page.keyboard.press("Backspace")
-    wait_held(2)  # the search's request, 300 ms after the last key
+    wait_next()  # the search's request, 300 ms after the last key
     assert "q=Second" in held[0].request.url and "q=Second" not in held[1].request.url
     with contextlib.suppress(PlaywrightError):  # the browser may have given it up: that is the fix
         held[0].continue_()

@@ -30,9 +30,11 @@ from tests.mail import ask
 pytestmark = pytest.mark.django_db
 
 
-def _early(interval: timedelta) -> timedelta:
-    """When a mailbox claimed now is due again: one interval on, less one scan period."""
-    return interval - timedelta(seconds=django_settings.EXTRACTION_SCAN_SECONDS)
+def _early(interval: timedelta, *, poll: bool = False) -> timedelta:
+    """When a mailbox claimed now is due again: one interval on, less one scan period (and for a poll, one
+    without push, less the time its reading is allowed)."""
+    allowance = django_settings.EXTRACTION_READ_ALLOWANCE_SECONDS if poll else 0
+    return interval - timedelta(seconds=django_settings.EXTRACTION_SCAN_SECONDS + allowance)
 
 
 def _read_once(box: GmailBox | OutlookBox, user: User) -> None:
@@ -202,13 +204,13 @@ def test_healthy_push_is_swept_every_sweep_interval_and_without_push_every_poll_
     (claimed,) = mailboxes_claim_due(now=now)  # no push channel
     assert claimed.to_check
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=10))
+    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=10), poll=True)
 
     _live_channel(gmail.integration, rung=False)  # a channel that never rang: perhaps dropped from the start
     Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=now)
     mailboxes_claim_due(now=now)
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=10))
+    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=10), poll=True)
 
     PushChannel.objects.all().delete()
     _live_channel(gmail.integration)  # it rang since it was opened
@@ -219,15 +221,19 @@ def test_healthy_push_is_swept_every_sweep_interval_and_without_push_every_poll_
 
 
 @pytest.mark.parametrize("read_after_claim_s", [None, 5], ids=["quiet-check", "run-after-check"])
-def test_without_push_a_mailbox_is_checked_again_by_the_last_scan_within_one_poll_interval(
+def test_without_push_mail_becomes_tasks_within_one_poll_interval_as_the_next_look_leaves_time_to_read_it(
     gmail: GmailBox, consenting_user: User, settings, read_after_claim_s: int | None
 ) -> None:
     """Seen in benchmarks/freshness.py --push-dropped: an email 134 s old with a 120 s poll interval. A mailbox
     claimed at a scan was due again one interval on, and the scan of that moment, a few milliseconds earlier in
     its period, missed it; when its check had found mail, the run read it a few seconds after the claim, and
-    the scans one interval on found it "read recently" and passed it by. Here scans come every 15 s, each a
-    hair earlier in its period: the last one within one interval of the mailbox's last look claims it."""
+    the scans one interval on found it "read recently" and passed it by. Then, looked at again within one
+    interval, mail that came just after a look still waited that interval and then its reading (the check's
+    job, the run, its Gemini calls): 134 s. Here scans come every 15 s, each a hair earlier in its period: the
+    last one within one interval less the reading's allowance (EXTRACTION_READ_ALLOWANCE_SECONDS) of the
+    mailbox's last look claims it, so an email that came just after that look is a task within the interval."""
     settings.EXTRACTION_SCHEDULE_MINUTES, settings.EXTRACTION_SCAN_SECONDS = 2, 15
+    settings.EXTRACTION_READ_ALLOWANCE_SECONDS = 30
     _read_once(gmail, consenting_user)
     claimed_at = timezone.now() + timedelta(minutes=61)
     Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=claimed_at)
@@ -241,7 +247,26 @@ def test_without_push_a_mailbox_is_checked_again_by_the_last_scan_within_one_pol
     scans = (claimed_at + timedelta(seconds=15 * n, milliseconds=-5) for n in range(1, 20))
     checked_at = next(at for at in scans if any(c.to_check for c in mailboxes_claim_due(now=at)))
 
-    assert looked_at + timedelta(minutes=2) - timedelta(seconds=15) < checked_at <= looked_at + timedelta(minutes=2)
+    next_look_by = looked_at + timedelta(minutes=2) - timedelta(seconds=30)
+    assert next_look_by - timedelta(seconds=15) < checked_at <= next_look_by
+
+
+def test_a_mailbox_counts_as_read_from_when_its_run_listed_it_not_from_when_the_run_ended(
+    sandbox: SandboxClient, gmail: GmailBox, consenting_user: User
+) -> None:
+    """Mail that came while the run was reading (after its listing) is not in it: the next look is counted from
+    the listing. Counted from the run's end, it came a run's length late (the freshness benchmark's 134 s)."""
+    gmail.deliver(ask(1))
+    sandbox.set_gemini_latency(400)
+
+    run = run_extraction(consenting_user)
+
+    gmail.integration.refresh_from_db()
+    read_at = gmail.integration.last_success_at
+    assert run.status == ExtractionRun.Status.SUCCEEDED and run.tasks_created == 1
+    assert run.started_at is not None and run.finished_at is not None and read_at is not None
+    assert run.started_at <= read_at
+    assert run.finished_at - read_at >= timedelta(milliseconds=400)  # the Gemini call came after the listing
 
 
 def test_a_mailbox_read_within_its_interval_is_not_asked_again(gmail: GmailBox, consenting_user: User) -> None:
@@ -254,7 +279,7 @@ def test_a_mailbox_read_within_its_interval_is_not_asked_again(gmail: GmailBox, 
 
     assert claimed.read_recently and not claimed.to_check
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == read_at + _early(timedelta(minutes=10))
+    assert gmail.integration.next_check_at == read_at + _early(timedelta(minutes=10), poll=True)
 
 
 def test_push_that_missed_mail_counts_as_no_push_until_it_rings_again(
@@ -273,7 +298,9 @@ def test_push_that_missed_mail_counts_as_no_push_until_it_rings_again(
     Integration.objects.filter(pk=gmail.integration.pk).update(next_check_at=now)
     mailboxes_claim_due(now=now)
     gmail.integration.refresh_from_db()
-    assert gmail.integration.next_check_at == now + _early(timedelta(minutes=settings.EXTRACTION_SCHEDULE_MINUTES))
+    assert gmail.integration.next_check_at == now + _early(
+        timedelta(minutes=settings.EXTRACTION_SCHEDULE_MINUTES), poll=True
+    )
 
     Integration.objects.filter(pk=gmail.integration.pk).update(notified_at=now, next_check_at=now)  # it rang
     mailboxes_claim_due(now=now)
