@@ -9,10 +9,10 @@ of RETENTION_TRANSACTION_MS (PostgreSQL's statement_timeout, set for the transac
 would hold its locks longer is cancelled and rolled back, whole, and the batches after it are smaller. The
 size follows the time: halved when a batch took over half the limit, doubled (up to RETENTION_BATCH) when it
 took under an eighth, and kept for the next job. A batch's commit does not wait for its WAL to reach the disk
-(`synchronous_commit` off, for its transaction alone): the locks go with the commit, not a disk flush later,
-and a batch lost in a database crash is only done again. Where a batch stopped is kept in the cache, so that the
-next job starts there instead of reading the rows already done again, but only once the WAL holding that batch
-is flushed: a mark is never ahead of what a crash keeps. A lost mark only costs one read of the rows.
+(`synchronous_commit` off, for its transaction alone), so its locks go with the commit, not after a disk flush
+a slow disk can stretch; retention then flushes that WAL itself, holding no lock, in a transaction of its own.
+Where a batch stopped is kept in the cache after that flush, so that the next batch (and the next job) starts
+there instead of reading the rows already done again; a lost mark only costs one read of them.
 
 What is kept, and why (docs/scale.md, "Retention"):
 - A run record older than RUN_RETENTION_DAYS is removed, except each person's latest run (what the pages
@@ -65,7 +65,7 @@ class RetentionResult:
     runs_removed: int = 0
     ledger_compacted: int = 0
     batches: int = 0
-    longest_batch_s: float = 0.0  # a whole batch: its id window, its transaction and its mark
+    longest_batch_s: float = 0.0  # a whole batch: its id window, its transaction, its flush and its mark
     longest_transaction_s: float = 0.0  # from the first statement to the commit: how long its locks were held
     batches_cancelled: int = 0  # over RETENTION_TRANSACTION_MS, rolled back and done again smaller
     smallest_batch: int = 0
@@ -95,50 +95,19 @@ class _OverTime(Exception):
 
 @contextmanager
 def _batch(result: RetentionResult) -> Iterator[_Deadline]:
-    """One batch's transaction, its statements bounded by a _Deadline, its length kept in `result`."""
+    """One batch's transaction, its statements bounded by a _Deadline, its length kept in `result`; then its
+    WAL flushed to disk by a transaction of its own, holding no lock, before its mark is kept."""
     began = time.monotonic()
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             yield _Deadline(cursor)
     finally:  # a batch cancelled at its limit held its locks until its rollback
         result.longest_transaction_s = max(result.longest_transaction_s, time.monotonic() - began)
-
-
-class _Marks:
-    """Where each table's batches stopped: at once for the next batch of this job, and in the cache (for the
-    next job) once the WAL of the batches before it is on disk."""
-
-    def __init__(self) -> None:
-        self.at: dict[str, int] = {}
-        self.pending: list[tuple[str, int, str]] = []  # (mark, id, the WAL position its batch's commit is in)
-
-    def after(self, mark: str) -> int:
-        if mark not in self.at:
-            self.at[mark] = int(cache.get(mark) or 0)
-        return self.at[mark]
-
-    def move(self, mark: str, last: int) -> None:
-        self.at[mark] = last
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_current_wal_insert_lsn()::text")
-            self.pending.append((mark, last, cursor.fetchone()[0]))
-
-    def keep(self, *, wait_s: float = 0.0) -> None:
-        """Put in the cache each mark whose batch is flushed, waiting up to `wait_s` for the WAL writer."""
-        ends = time.monotonic() + wait_s
-        while self.pending:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT count(*) FROM unnest(%s::pg_lsn[]) lsn WHERE lsn <= pg_current_wal_flush_lsn()",
-                    [[lsn for _, _, lsn in self.pending]],
-                )
-                flushed = cursor.fetchone()[0]  # the positions only grow: the flushed ones come first
-            for mark, last, _ in self.pending[:flushed]:
-                cache.set(mark, last, timeout=None)
-            del self.pending[:flushed]
-            if not self.pending or time.monotonic() >= ends:
-                return
-            time.sleep(0.05)
+    # A commit that waits for the disk (the session's synchronous_commit) writes the WAL before it, this batch's
+    # included: retention pays for its own flush, not the next run to commit, and a mark kept after it is never
+    # ahead of what a crash keeps.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_xact_id()")
 
 
 def retention_apply(*, now: datetime | None = None, budget_s: float | None = None) -> RetentionResult:
@@ -149,13 +118,11 @@ def retention_apply(*, now: datetime | None = None, budget_s: float | None = Non
     result = RetentionResult(smallest_batch=settings.RETENTION_BATCH)
     limit_s = settings.RETENTION_TRANSACTION_MS / 1000
     size = min(settings.RETENTION_BATCH, max(MIN_BATCH, int(cache.get(SIZE_MARK) or settings.RETENTION_BATCH)))
-    marks = _Marks()
     for step in (_ledger_batch, _runs_batch):  # the ledger first: fewer of its rows name a run left to remove
         while time.monotonic() - started < budget:
             batch_started = time.monotonic()
-            marks.keep()
             try:
-                more = step(now, size, result, marks)
+                more = step(now, size, result)
             except (OperationalError, _OverTime) as error:  # cancelled at the limit: nothing of it was kept
                 if isinstance(error, OperationalError) and not isinstance(error.__cause__, QueryCanceled):
                     raise
@@ -166,20 +133,18 @@ def retention_apply(*, now: datetime | None = None, budget_s: float | None = Non
             else:
                 result.batches += 1
                 took = time.monotonic() - batch_started
-                result.longest_batch_s = max(result.longest_batch_s, took)
                 if took > limit_s / 2:
                     size = max(MIN_BATCH, size // 2)
                 elif took < limit_s / 8:
                     size = min(settings.RETENTION_BATCH, size * 2)
             result.smallest_batch = min(result.smallest_batch, size)
             took = time.monotonic() - batch_started
+            result.longest_batch_s = max(result.longest_batch_s, took)
             if not more:
                 break
             # A rest RETENTION_REST_FACTOR times the batch: retention takes at most a quarter (at 3) of one
             # database connection's time, and of the WAL's, from the runs writing beside it.
             time.sleep(took * settings.RETENTION_REST_FACTOR)
-    # The WAL writer flushes a commit that did not wait within three of its rounds (wal_writer_delay, 200 ms).
-    marks.keep(wait_s=1.0)
     cache.set(SIZE_MARK, size, timeout=None)
     logger.info("retention: %s", result)
     return result
@@ -202,18 +167,18 @@ def _window(table: str, after: int, cut: datetime, size: int) -> tuple[list[int]
     return old, len(rows) == size
 
 
-def _advance(marks: _Marks, mark: str, after: int, old: list[int], done: set[int]) -> None:
+def _advance(mark: str, after: int, old: list[int], done: set[int]) -> None:
     """Move the mark past the old rows handled; a row skipped (a writer held it) is met again next time."""
     skipped = [i for i in old if i not in done]
     last = (min(skipped) - 1) if skipped else (old[-1] if old else after)
     if last > after:
-        marks.move(mark, last)
+        cache.set(mark, last, timeout=None)
 
 
-def _ledger_batch(now: datetime, size: int, result: RetentionResult, marks: _Marks) -> bool:
+def _ledger_batch(now: datetime, size: int, result: RetentionResult) -> bool:
     """Compact one batch of ledger rows older than LEDGER_COMPACT_DAYS."""
     table = ProcessedEmail._meta.db_table
-    after = marks.after(LEDGER_MARK)
+    after = int(cache.get(LEDGER_MARK) or 0)
     old, more = _window(table, after, now - timedelta(days=settings.LEDGER_COMPACT_DAYS), size)
     done: set[int] = set()
     if old:
@@ -235,14 +200,14 @@ def _ledger_batch(now: datetime, size: int, result: RetentionResult, marks: _Mar
             rows = deadline.cursor.fetchall()
         done = {int(r[0]) for r in rows}
         result.ledger_compacted += sum(1 for r in rows if r[1])
-    _advance(marks, LEDGER_MARK, after, old, done)
+    _advance(LEDGER_MARK, after, old, done)
     return more
 
 
-def _runs_batch(now: datetime, size: int, result: RetentionResult, marks: _Marks) -> bool:
+def _runs_batch(now: datetime, size: int, result: RetentionResult) -> bool:
     """Remove one batch of finished runs older than RUN_RETENTION_DAYS (each person's latest stays)."""
     runs = ExtractionRun._meta.db_table
-    after = marks.after(RUNS_MARK)
+    after = int(cache.get(RUNS_MARK) or 0)
     old, more = _window(runs, after, now - timedelta(days=settings.RUN_RETENTION_DAYS), size)
     done: set[int] = set()
     if old:
@@ -264,5 +229,5 @@ def _runs_batch(now: datetime, size: int, result: RetentionResult, marks: _Marks
                 deadline.execute(f"DELETE FROM {runs} WHERE id = ANY(%s)", [doomed])  # noqa: S608
         done = {int(r[0]) for r in rows}
         result.runs_removed += len(doomed)
-    _advance(marks, RUNS_MARK, after, old, done)
+    _advance(RUNS_MARK, after, old, done)
     return more
