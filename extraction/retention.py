@@ -8,11 +8,9 @@ batch's transaction is bounded by time, not only by rows: each of its statements
 of RETENTION_TRANSACTION_MS (PostgreSQL's statement_timeout, set for the transaction alone); a batch that
 would hold its locks longer is cancelled and rolled back, whole, and the batches after it are smaller. The
 size follows the time: halved when a batch took over half the limit, doubled (up to RETENTION_BATCH) when it
-took under an eighth, and kept for the next job. A batch's commit does not wait for its WAL to reach the disk
-(`synchronous_commit` off, for its transaction alone), so its locks go with the commit, not after a disk flush
-a slow disk can stretch; retention then flushes that WAL itself, holding no lock, in a transaction of its own.
-Where a batch stopped is kept in the cache after that flush, so that the next batch (and the next job) starts
-there instead of reading the rows already done again; a lost mark only costs one read of them.
+took under an eighth, and kept for the next job. Where a batch stopped is kept in the cache too, so that the
+next batch (and the next job) starts there instead of reading the rows already done again; a lost mark only
+costs one read of them.
 
 What is kept, and why (docs/scale.md, "Retention"):
 - A run record older than RUN_RETENTION_DAYS is removed, except each person's latest run (what the pages
@@ -65,7 +63,7 @@ class RetentionResult:
     runs_removed: int = 0
     ledger_compacted: int = 0
     batches: int = 0
-    longest_batch_s: float = 0.0  # a whole batch: its id window, its transaction, its flush and its mark
+    longest_batch_s: float = 0.0  # a whole batch: its id window read (no lock), its transaction and its mark
     longest_transaction_s: float = 0.0  # from the first statement to the commit: how long its locks were held
     batches_cancelled: int = 0  # over RETENTION_TRANSACTION_MS, rolled back and done again smaller
     smallest_batch: int = 0
@@ -78,8 +76,6 @@ class _Deadline:
     def __init__(self, cursor: CursorWrapper) -> None:
         self.cursor = cursor
         self.ends = time.monotonic() + settings.RETENTION_TRANSACTION_MS / 1000
-        # Redone after a crash if lost, so its commit need not wait for the disk, holding its locks meanwhile.
-        cursor.execute("SELECT set_config('synchronous_commit', 'off', true)")
 
     def execute(self, sql: str, params: list[Any]) -> None:
         left_ms = int((self.ends - time.monotonic()) * 1000)
@@ -95,19 +91,15 @@ class _OverTime(Exception):
 
 @contextmanager
 def _batch(result: RetentionResult) -> Iterator[_Deadline]:
-    """One batch's transaction, its statements bounded by a _Deadline, its length kept in `result`; then its
-    WAL flushed to disk by a transaction of its own, holding no lock, before its mark is kept."""
+    """One batch's transaction, its statements bounded by a _Deadline, its length kept in `result`. Its commit
+    waits for the disk like any other: leaving the flush to the WAL writer (synchronous_commit off) was tried
+    and slowed the runs' writes beside it (11 %, and 22 % with a flush of its own after it; 0.8 % so)."""
     began = time.monotonic()
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             yield _Deadline(cursor)
     finally:  # a batch cancelled at its limit held its locks until its rollback
         result.longest_transaction_s = max(result.longest_transaction_s, time.monotonic() - began)
-    # A commit that waits for the disk (the session's synchronous_commit) writes the WAL before it, this batch's
-    # included: retention pays for its own flush, not the next run to commit, and a mark kept after it is never
-    # ahead of what a crash keeps.
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_current_xact_id()")
 
 
 def retention_apply(*, now: datetime | None = None, budget_s: float | None = None) -> RetentionResult:
@@ -150,9 +142,11 @@ def retention_apply(*, now: datetime | None = None, budget_s: float | None = Non
     return result
 
 
-def _window(table: str, after: int, cut: datetime, size: int) -> tuple[list[int], bool]:
-    """The next `size` ids of `table` after the mark (ids grow with time), cut before the first row younger
-    than `cut` (everything after it is younger still): (the old ids, and whether more old rows may follow)."""
+def _window(table: str, mark: str, cut: datetime, size: int) -> tuple[list[int], int, bool]:
+    """The next `size` ids of `table` after the cached mark (ids grow with time), cut before the
+    first row younger than `cut` (everything after it is younger still): (the old ids, the mark, and
+    whether more old rows may follow)."""
+    after = int(cache.get(mark) or 0)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id, created_at < %s FROM {table} WHERE id > %s ORDER BY id LIMIT %s",  # noqa: S608
@@ -162,9 +156,9 @@ def _window(table: str, after: int, cut: datetime, size: int) -> tuple[list[int]
     old: list[int] = []
     for row_id, is_old in rows:
         if not is_old:
-            return old, False
+            return old, after, False
         old.append(int(row_id))
-    return old, len(rows) == size
+    return old, after, len(rows) == size
 
 
 def _advance(mark: str, after: int, old: list[int], done: set[int]) -> None:
@@ -178,8 +172,7 @@ def _advance(mark: str, after: int, old: list[int], done: set[int]) -> None:
 def _ledger_batch(now: datetime, size: int, result: RetentionResult) -> bool:
     """Compact one batch of ledger rows older than LEDGER_COMPACT_DAYS."""
     table = ProcessedEmail._meta.db_table
-    after = int(cache.get(LEDGER_MARK) or 0)
-    old, more = _window(table, after, now - timedelta(days=settings.LEDGER_COMPACT_DAYS), size)
+    old, after, more = _window(table, LEDGER_MARK, now - timedelta(days=settings.LEDGER_COMPACT_DAYS), size)
     done: set[int] = set()
     if old:
         with _batch(result) as deadline:
@@ -207,8 +200,7 @@ def _ledger_batch(now: datetime, size: int, result: RetentionResult) -> bool:
 def _runs_batch(now: datetime, size: int, result: RetentionResult) -> bool:
     """Remove one batch of finished runs older than RUN_RETENTION_DAYS (each person's latest stays)."""
     runs = ExtractionRun._meta.db_table
-    after = int(cache.get(RUNS_MARK) or 0)
-    old, more = _window(runs, after, now - timedelta(days=settings.RUN_RETENTION_DAYS), size)
+    old, after, more = _window(runs, RUNS_MARK, now - timedelta(days=settings.RUN_RETENTION_DAYS), size)
     done: set[int] = set()
     if old:
         with _batch(result) as deadline:
