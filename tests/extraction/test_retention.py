@@ -27,6 +27,19 @@ def _gemini_calls(sandbox: SandboxClient) -> int:
     return len([r for r in sandbox.requests("gemini") if r["method"] == "POST"])
 
 
+def _slow_deletes(seconds: float) -> None:
+    """The database made slow: a trigger sleeping `seconds` for each run removed."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS
+              $$ BEGIN PERFORM pg_sleep({float(seconds)}); RETURN OLD; END $$;
+            CREATE TRIGGER slow_delete BEFORE DELETE ON extraction_extractionrun
+              FOR EACH ROW EXECUTE FUNCTION slow_delete();
+            """
+        )
+
+
 def test_old_runs_are_removed_in_short_batches_and_each_persons_latest_stays(
     gmail: GmailBox, consenting_user: User, settings
 ) -> None:
@@ -67,15 +80,7 @@ def test_a_batch_that_would_hold_its_locks_too_long_is_rolled_back_and_done_agai
         for _ in range(65)
     )
     ExtractionRun.objects.filter(pk__in=[r.pk for r in runs]).update(created_at=old)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS
-              $$ BEGIN PERFORM pg_sleep(0.004); RETURN OLD; END $$;
-            CREATE TRIGGER slow_delete BEFORE DELETE ON extraction_extractionrun
-              FOR EACH ROW EXECUTE FUNCTION slow_delete();
-            """
-        )
+    _slow_deletes(0.004)
 
     result = retention_apply(budget_s=30)
 
@@ -154,15 +159,7 @@ def test_a_batchs_transaction_is_measured_from_its_first_statement_to_its_commit
     batch, and the batch more."""
     settings.RETENTION_BATCH = 4
     runs = _old_runs(consenting_user, 9, settings)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS
-              $$ BEGIN PERFORM pg_sleep(0.03); RETURN OLD; END $$;
-            CREATE TRIGGER slow_delete BEFORE DELETE ON extraction_extractionrun
-              FOR EACH ROW EXECUTE FUNCTION slow_delete();
-            """
-        )
+    _slow_deletes(0.03)
 
     result = retention_apply()
 
