@@ -168,8 +168,16 @@ def lease_unlock(*, user_id: int, token: int) -> None:
     """Let go of the lease's advisory lock: the next runner of the person may start."""
     with _holders_lock:
         holder = _holders.pop((user_id, token), None)
-    if holder is not None:
-        holder.close()  # the advisory lock goes with the connection
+    if holder is None:
+        return
+    try:
+        # Unlocked here, at once: closing the connection frees the lock only once its backend has exited, a moment
+        # later, and the person's next run, started at once, would find the lease busy.
+        holder.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_NAMESPACE, lock_key(user_id)))
+    except psycopg.Error:
+        pass  # a connection that is lost holds no lock once its backend is gone: closing it is all there is to do
+    finally:
+        holder.close()
 
 
 def lease_holds(*, user_id: int, token: int) -> bool:
