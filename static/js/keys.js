@@ -67,8 +67,13 @@
 
   function click(row, action) {
     var button = row && row.querySelector('[data-action="' + action + '"]');
-    if (button) button.click();
-    return Boolean(button);
+    if (!button) return false;
+    // htmx puts swapped-in rows on the page at once but wires their hx- attributes only when the swap
+    // settles: a key pressed in between would click a bare link and leave the page. Wiring it now is
+    // what htmx would do a moment later (process is idempotent).
+    if (window.htmx) window.htmx.process(button);
+    button.click();
+    return true;
   }
 
   // The list of keys, made once, in a dialog (Escape closes it, focus comes back where it was).
