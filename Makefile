@@ -6,7 +6,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test setup browser lint typecheck pytest bench stop clean
+.PHONY: run test check setup browser lint typecheck pytest bench stop clean
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || { echo "Installing uv (the package manager), once…"; $(PYTHON) -m pip install --quiet uv; }
@@ -31,10 +31,20 @@ lint: setup
 typecheck: setup
 	$(UV) run mypy .
 
+# pytest-xdist: TEST_WORKERS processes, each with its own test database, sandbox, Celery queue and cache keys
+# (config/settings_test.py). The slowest tests and each folder's time are printed last; every test's time is in
+# .local/test-results.xml (JUnit).
+TEST_WORKERS ?= 4
+PYTEST := $(UV) run pytest -n $(TEST_WORKERS) --junitxml=.local/test-results.xml
+
 pytest: setup browser
-	$(UV) run pytest
+	$(PYTEST)
 
 test: lint typecheck pytest
+
+# The inner loop: lint, types and every test not marked slow (no browser, no process, no benchmark).
+check: lint typecheck
+	$(PYTEST) -m "not slow"
 
 bench: setup
 	$(UV) run python benchmarks/extract_gmail.py

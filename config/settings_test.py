@@ -19,6 +19,21 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Under pytest-xdist each worker is a test run of its own: the controller's values (which its workers inherit)
+# are replaced once in each worker, and the processes a worker starts inherit that worker's.
+_run = os.environ.get("PYTEST_XDIST_WORKER", "")
+if os.environ.get("TASKLIFT_TEST_RUN", _run) != _run:
+    for name in (
+        "CACHE_KEY_PREFIX",
+        "CELERY_QUEUE",
+        "TEST_DATABASE_NAME",
+        "SANDBOX_URL",
+        "SANDBOX_TLS_URL",
+        "MICROSOFT_CA_BUNDLE",
+        "PROMETHEUS_MULTIPROC_DIR",
+    ):
+        os.environ.pop(name, None)
+os.environ["TASKLIFT_TEST_RUN"] = _run
 os.environ.setdefault("REDIS_DB", "1")
 os.environ.setdefault("CACHE_KEY_PREFIX", f"tasklift-test-{os.getpid()}")
 os.environ.setdefault("CELERY_QUEUE", f"tasklift-test-{os.getpid()}")

@@ -24,7 +24,33 @@ from integrations.providers.gmail import gmail_credentials
 from integrations.services import gmail_connect
 from sandbox.client import SandboxClient
 from sandbox.server import SandboxServer
+from tests.databases import end_other_sessions, template_database
 from tests.factories import UserFactory
+from tests.slow import (  # noqa: F401 (which tests are slow, and the guard that keeps it so)
+    pytest_collection_modifyitems,
+    pytest_fixture_setup,
+    pytest_runtest_call,
+)
+from tests.timing import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401 (the run's timing)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """The test database (one per pytest-xdist worker) is a copy of the migrated template (tests/databases.py);
+    Django's `migrate` on it then has nothing left to do."""
+    settings.DATABASES["default"]["TEST"]["TEMPLATE"] = template_database()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's test database, which it drops at the end: only once no thread of a test is still
+    connected to it (else PostgreSQL refuses, and the database is left behind on the server)."""
+    yield
+    from django.db import connections
+
+    name = connections["default"].settings_dict["NAME"]
+    connections.close_all()
+    end_other_sessions(name)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a deployment of processes (tests/slow.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ["--people", "2", "--emails", "3", "--faults", "redis", "--deliver-seconds", "10", "--down-seconds", "3"]
 SMOKE += ["--drain-timeout", "60", "--llm-latency-ms", "0"]

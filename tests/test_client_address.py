@@ -55,6 +55,7 @@ def test_the_client_address_is_the_one_the_trusted_proxy_saw(settings, header, p
     assert address(settings, header, proxies, remote, value) == expected
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 @pytest.mark.django_db(transaction=True)  # the child process writes the accounts; flushed after
 def test_a_client_writing_its_own_x_forwarded_for_is_still_limited_as_one_address() -> None:
     """Settings as an operator writes them (RATELIMIT_IP_META_KEY=HTTP_X_FORWARDED_FOR, TRUSTED_PROXIES naming

@@ -67,6 +67,7 @@ def test_a_run_says_the_sandboxs_certificate_is_missing(
     assert "trusts the sandbox's certificate" in run.error_message and "start the sandbox" in run.error_message
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_a_command_runs_while_httplib2_ca_certs_names_a_file_not_written_yet(tmp_path: Path) -> None:
     env = {**os.environ, "HTTPLIB2_CA_CERTS": str(tmp_path / "tls-cert.pem")}
     script = "import django; django.setup(); import httplib2; from integrations.providers import gmail; print('ok')"

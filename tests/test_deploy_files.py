@@ -13,6 +13,7 @@ import sys
 import tomllib
 from pathlib import PurePosixPath
 
+import pytest
 import yaml
 from django.conf import settings
 
@@ -151,6 +152,7 @@ def test_the_image_installs_the_lock_without_the_dev_group_and_collects_static_f
         assert shlex.split(command)[0] in names, command
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_the_images_build_time_placeholders_pass_productions_checks_at_start() -> None:
     """The image's collectstatic runs production's settings on placeholders: each must be one production accepts
     (every encryption key is checked at start), or the build fails."""

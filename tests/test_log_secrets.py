@@ -98,6 +98,7 @@ def test_a_real_access_token_is_taken_out_of_a_line(db: None) -> None:
 # Through Django's own records: django.request's 4xx warnings, the development server's access log -------------
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 @pytest.mark.django_db(transaction=True)  # the child process reads the account this test commits
 def test_djangos_own_request_records_keep_no_reset_or_confirmation_secret() -> None:
     """Development as `make run` has it (DEBUG on, so Django's own console handler is live too): a wrong reset
@@ -133,6 +134,7 @@ def test_djangos_own_request_records_keep_no_reset_or_confirmation_secret() -> N
 # Through the real gunicorn access log ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 @pytest.mark.django_db(transaction=True)  # gunicorn's process reads the accounts this test commits
 def test_gunicorns_access_log_keeps_no_token_reset_or_confirmation_secret(tmp_path: Path) -> None:
     """gunicorn as the Procfile starts it: a program's token in a query (refused, 401), a signed-out OAuth
@@ -170,7 +172,7 @@ def test_gunicorns_access_log_keeps_no_token_reset_or_confirmation_secret(tmp_pa
     text = log.read_text()
     lines = json_lines(text)
     access = [line["message"] for line in lines if line["logger"] == "gunicorn.access"]
-    assert len(access) == len(asked) + 2, access  # /healthz and the set-password form too
+    assert len(access) == len(asked) + 3, access  # /healthz first and last, and the set-password form too
     for secret_part in (secret[3:], reset_token, uid, confirm.split("/")[3], "S3CRET", "auth-c0de"):
         assert secret_part not in text
     assert any("GET /api/tasks?token=[redacted] HTTP/1.1" in line for line in access)

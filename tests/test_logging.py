@@ -27,6 +27,7 @@ from sandbox.client import SandboxClient
 from tests.conftest import GmailBox
 from tests.mail import ask
 from tests.processes import ROOT, process_env
+from tests.waiting import wait_for
 
 
 @pytest.mark.parametrize("logger_name", ["django.server", "django.request", "integrations"])
@@ -78,6 +79,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=10)
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 @pytest.mark.django_db(transaction=True)
 def test_a_workers_json_lines_carry_the_run_person_and_mailbox_but_no_address_or_secret(
     gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, tmp_path: Path
@@ -147,12 +149,23 @@ def gunicorn_web(log: Path) -> Iterator[str]:
                 break
             except requests.ConnectionError:
                 time.sleep(0.3)
-        yield f"http://127.0.0.1:{port}"
-        time.sleep(0.5)  # an access line is written once the answer is sent
+        base_url = f"http://127.0.0.1:{port}"
+        yield base_url
+        # An access line is written just after its answer is sent, and the one worker answers in turn: once the
+        # line of one more request is written, so is every line before it.
+        written = log.read_text().count("GET /healthz ")
+        requests.get(f"{base_url}/healthz", timeout=30)
+        wait_for(
+            lambda: log.read_text().count("GET /healthz ") > written,
+            timeout=30,
+            what="the access line of a last /healthz",
+            detail=lambda: log.read_text()[-3000:],
+        )
     finally:
         stop(web)
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_gunicorns_access_log_is_json_without_an_oauth_callbacks_code_and_state(tmp_path: Path) -> None:
     """gunicorn as the Procfile starts it: the access line of an OAuth callback is JSON and keeps neither its
     authorization code nor its state."""

@@ -75,6 +75,7 @@ def test_without_a_token_development_serves_metrics_to_this_machine_only(client:
     assert refused.status_code == 403 and refused.json()["code"] == "metrics_loopback_only"
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_production_without_a_token_refuses_metrics_and_with_one_wants_it() -> None:
     """Asked over plain http, as Prometheus scrapes a web process on the private network: answered, not
     redirected to https."""
@@ -102,6 +103,7 @@ def test_production_without_a_token_refuses_metrics_and_with_one_wants_it() -> N
 
 
 # What they say ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 @pytest.mark.django_db(transaction=True)
 def test_a_run_in_a_worker_process_shows_in_the_web_process_scrape(
     client: Client, token: str, gmail: GmailBox, sandbox: SandboxClient
@@ -204,6 +206,7 @@ def test_the_reaper_counts_the_runs_it_takes_up(client: Client, token: str, user
     assert after.get(failed, 0) - before.get(failed, 0) == 1  # the run given up has ended
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 @pytest.mark.django_db
 def test_a_child_process_counter_appears_in_the_scrape_of_this_one() -> None:
     """Multiprocess mode in its barest form: a counter incremented in a process that then exits."""
@@ -251,6 +254,7 @@ def test_push_rings_are_counted_by_provider_and_outcome(
         assert after.get(key, 0) - before.get(key, 0) == 1, (provider, outcome)
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 @pytest.mark.django_db(transaction=True)
 def test_a_run_in_a_celery_pool_process_shows_in_the_scrape(
     client: Client, token: str, gmail: GmailBox, django_capture_on_commit_callbacks: Any

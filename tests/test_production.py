@@ -29,8 +29,10 @@ from django.conf import settings
 from sandbox.server import SandboxServer
 from tests.processes import ROOT, process_env
 from tests.procfile import procfile_commands
+from tests.waiting import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)  # gunicorn's processes read what this test commits
+# gunicorn's processes read what this test commits; slow: gunicorn and a worker (tests/slow.py)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 HOST = "tasklift.test"  # the public name the proxy forwards as Host
 ADMIN_EMAIL = "admin@tasklift.test"
@@ -123,11 +125,30 @@ class ProxiedClient:
 
 
 @dataclass
-class Production:
-    client: ProxiedClient
+class Web:
+    """The Procfile's web command (gunicorn), once for this module's tests: none of them stops or reconfigures it."""
+
+    base_url: str
     log: Path
     pid: int  # gunicorn's master
     env: dict[str, str]
+
+
+@dataclass
+class Production:
+    client: ProxiedClient
+    web: Web
+    log_start: int  # where this test's lines begin in the web's log
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.web.env
+
+    def log(self) -> str:
+        """The web's log since this test began."""
+        with self.web.log.open("rb") as log:
+            log.seek(self.log_start)
+            return log.read().decode(errors="replace")
 
 
 @pytest.fixture(scope="module")
@@ -139,29 +160,32 @@ def static_root(sandbox_server: SandboxServer, tmp_path_factory: pytest.TempPath
     return root
 
 
-@pytest.fixture
-def production(static_root: Path, tmp_path: Path) -> Iterator[Production]:
-    """`createsuperuser --noinput`, then the Procfile's web command until the test ends."""
+@pytest.fixture(scope="module")
+def web(django_db_setup: None, static_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Web]:
     port = _free_port()
     env = production_env(static_root, WEB_CONCURRENCY="2", GUNICORN_BIND=f"127.0.0.1:{port}")
-    made = manage(env, "createsuperuser", "--noinput")
-    assert made.returncode == 0, made.stderr[-3000:]
+    log = tmp_path_factory.mktemp("web") / "web.log"
+    probe = ProxiedClient(f"http://127.0.0.1:{port}")
 
-    log = tmp_path / "web.log"
-    client = ProxiedClient(f"http://127.0.0.1:{port}")
-    with procfile_process("web", env, log) as web:
+    def healthy() -> bool:
+        assert process.poll() is None, f"gunicorn exited {process.returncode}:\n{log.read_text()[-3000:]}"
+        try:
+            return probe.get("/healthz", timeout=5).status_code == 200
+        except requests.RequestException:
+            return False
+
+    with procfile_process("web", env, log) as process:
         # A few seconds alone; far longer on a machine busy with other work (each process imports the app).
-        deadline = time.monotonic() + 120
-        while True:
-            assert web.poll() is None, f"gunicorn exited {web.returncode}:\n{log.read_text()[-3000:]}"
-            try:
-                if client.get("/healthz", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, f"gunicorn did not answer /healthz:\n{log.read_text()[-3000:]}"
-            time.sleep(0.2)
-        yield Production(client=client, log=log, pid=web.pid, env=env)
+        wait_for(healthy, timeout=120, what="gunicorn answers /healthz", detail=lambda: log.read_text()[-3000:])
+        yield Web(base_url=probe.base_url, log=log, pid=process.pid, env=env)
+
+
+@pytest.fixture
+def production(web: Web) -> Production:
+    """`createsuperuser --noinput` (each test's database starts empty), and a browser of its own."""
+    made = manage(web.env, "createsuperuser", "--noinput")
+    assert made.returncode == 0, made.stderr[-3000:]
+    return Production(client=ProxiedClient(web.base_url), web=web, log_start=web.log.stat().st_size)
 
 
 @contextlib.contextmanager
@@ -199,7 +223,7 @@ def readiness(client: ProxiedClient, *, until: Callable[[requests.Response], boo
 
 def test_production_serves_pages_static_files_and_the_api_docs_through_gunicorn(production: Production) -> None:
     client = production.client
-    assert len(psutil.Process(production.pid).children()) == 2, production.log.read_text()  # WEB_CONCURRENCY
+    assert len(psutil.Process(production.web.pid).children()) == 2, production.log()  # WEB_CONCURRENCY
 
     # Plain http that did not come through the TLS proxy is sent to https, as production promises.
     direct = client.get("/login/", proxied=False)
@@ -250,8 +274,11 @@ def test_productions_access_log_keeps_no_token_of_a_refused_request_and_no_reset
     token = "tl_" + secrets.token_urlsafe(32)
     assert production.client.get(f"/api/tasks?token={token}").status_code == 401
     assert production.client.get("/password-reset/MQ/c4n6ax-0123456789abcdef0123456789abcdef/").status_code == 400
-    time.sleep(0.5)  # the access line is written once the answer is sent
-    text = production.log.read_text()
+    # Each access line is written once its answer is sent.
+    wait_for(
+        lambda: "GET /password-reset/" in production.log(), timeout=10, what="the access lines", detail=production.log
+    )
+    text = production.log()
     assert "GET /api/tasks?token=[redacted] HTTP/1.1" in text
     assert "GET /password-reset/[redacted]/[redacted]/ HTTP/1.1" in text
     assert token[3:] not in text and "c4n6ax" not in text

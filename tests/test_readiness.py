@@ -25,6 +25,9 @@ from sandbox.client import SandboxClient
 from tests.conftest import GmailBox
 from tests.mail import ask
 from tests.processes import ROOT, process_env
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.slow  # web, worker and beat processes (tests/slow.py)
 
 SCAN_JOB = "extraction.jobs.extraction_schedule_job"
 
@@ -53,12 +56,11 @@ class Celery:
 
     def wait_for_log(self, name: str, text: str, timeout: float = 90) -> float:
         """Wait until `text` is in the log of `name`; returns the time it was seen (time.monotonic)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log(name):
-                return time.monotonic()
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} not in the log of {name} within {timeout} s:\n{self.log(name)[-4000:]}")
+        wait_for(
+            lambda: text in self.log(name), timeout=timeout, what=f"{text!r} in the log of {name}", interval=0.2,
+            detail=lambda: self.log(name)[-4000:],
+        )  # fmt: skip
+        return time.monotonic()
 
     @staticmethod
     def kill(process: subprocess.Popen[bytes]) -> None:
@@ -91,13 +93,14 @@ def readyz(client: Client) -> tuple[int, dict[str, Any]]:
 
 
 def wait_for_readyz(client: Client, until: Callable[[int, dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    status, body = readyz(client)
-    while not until(status, body):
-        assert time.monotonic() < deadline, f"/readyz never got there in {timeout} s; last: {status} {body}"
-        time.sleep(0.25)
-        status, body = readyz(client)
-    return body
+    last: list[tuple[int, dict[str, Any]]] = []
+
+    def arrived() -> bool:
+        last[:] = [readyz(client)]
+        return until(*last[0])
+
+    wait_for(arrived, timeout=timeout, interval=0.25, what="/readyz to get there", detail=lambda: f"last: {last}")
+    return last[0][1]
 
 
 def scans_queued() -> int:
@@ -178,11 +181,10 @@ def test_a_second_beat_sends_nothing_while_the_first_runs_and_takes_over_when_it
     first = celery.start("first", "beat", "--schedule", str(celery.folder / "first-schedule"))
     celery.wait_for_log("first", f"Sending due task extraction-schedule ({SCAN_JOB})")
     celery.start("second", "beat", "--schedule", str(celery.folder / "second-schedule"))
-    celery.wait_for_log("second", "beat: Starting...")
-    time.sleep(2)  # its first ticks
+    celery.wait_for_log("second", "is waiting for the lock held by beat")  # its first tick
 
     before = scans_queued()
-    time.sleep(6)
+    time.sleep(6)  # a count over a span of time: what one beat sends in it, and not two
     sent = scans_queued() - before
     assert 3 <= sent <= 8  # one beat's scans (one a second), not two beats' (about 12)
     assert "Sending due task" not in celery.log("second")
@@ -195,8 +197,7 @@ def test_a_second_beat_sends_nothing_while_the_first_runs_and_takes_over_when_it
     assert took_over - killed <= lock_seconds * 4 / 3 + 2  # the lock's expiry, then the next try
     celery.wait_for_log("second", f"Sending due task extraction-schedule ({SCAN_JOB})", timeout=10)
     after = scans_queued()
-    time.sleep(3)
-    assert scans_queued() > after  # the scan goes on, now from the second beat
+    wait_for(lambda: scans_queued() > after, timeout=10, what="a scan sent by the second beat")
 
     # Redis restarted without persistence: the lock is gone. The beat finds its token gone, and takes the lock
     # again (no other beat is waiting); the scan goes on.
@@ -204,8 +205,7 @@ def test_a_second_beat_sends_nothing_while_the_first_runs_and_takes_over_when_it
     assert redis.Redis.from_url(settings.REDIS_URL).delete(lock) == 1
     celery.wait_for_log("second", "lost its lock (Redis restarted", timeout=10)
     after = scans_queued()
-    time.sleep(3)
-    assert scans_queued() > after
+    wait_for(lambda: scans_queued() > after, timeout=10, what="a scan sent once the lock is taken again")
     assert celery.log("second").count("holds the lock: this beat sends the schedule") == 1
 
 

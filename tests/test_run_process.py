@@ -22,6 +22,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+pytestmark = pytest.mark.slow  # `make run` and its processes (tests/slow.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 # Set by config/settings_test.py for this test run; a `make run` of its own must not inherit them.
 TEST_ONLY = (

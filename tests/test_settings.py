@@ -3,7 +3,10 @@ import secrets
 import subprocess
 import sys
 
+import pytest
 from django.conf import settings
+
+pytestmark = pytest.mark.slow  # settings read in processes of their own (tests/slow.py)
 
 
 def test_celery_time_limits_are_ordered_below_the_visibility_timeout() -> None:

@@ -23,6 +23,8 @@ import pytest
 
 from tests.processes import ROOT
 
+pytestmark = pytest.mark.slow  # the supervisor and its processes (tests/slow.py)
+
 PROGRAM = """
 import os, signal, sys, time
 

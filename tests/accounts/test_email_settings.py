@@ -9,10 +9,13 @@ import secrets
 import subprocess
 import sys
 
+import pytest
 from cryptography.fernet import Fernet
 from django.conf import settings
 
 from tests.test_settings import REAL_SERVICES
+
+pytestmark = pytest.mark.slow  # settings read in a process of their own (tests/slow.py)
 
 SHOW = (
     "import json, django; django.setup(); from django.conf import settings as s;"

@@ -160,14 +160,14 @@ def test_guesses_sent_at_once_get_no_more_than_the_allowance(settings) -> None:
 def test_the_address_limit_slides_no_fresh_allowance_after_a_boundary(settings) -> None:
     """The issue: a refusal said Retry-After 2 s, and ten more guesses were let through right after."""
     settings.LOGIN_FAILURES_PER_ADDRESS = 3
-    settings.LOGIN_FAILURE_WINDOW_MINUTES = 1
+    settings.LOGIN_FAILURE_WINDOW_MINUTES = 0.1  # a window of 6 s: the passing of time is what is tested
     client = Client(REMOTE_ADDR="198.51.100.7")
     assert log_in(client, "a@example.com", "guess").status_code == 400
-    time.sleep(3)
+    time.sleep(2)
     assert [log_in(client, f"{n}@example.com", "guess").status_code for n in "bc"] == [400, 400]
     refused = log_in(client, "d@example.com", "guess")
     assert refused.status_code == 429
-    assert 54 <= int(refused["Retry-After"]) <= 57  # when the first guess leaves the window
+    assert 3 <= int(refused["Retry-After"]) <= 4  # when the first guess leaves the window
 
     time.sleep(int(refused["Retry-After"]) + 0.2)
     after = [log_in(client, f"{n}@example.com", "guess") for n in "efg"]

@@ -11,8 +11,12 @@ The pieces, all in this one process:
 
 from __future__ import annotations
 
+import atexit
 import io
+import json
 import re
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +30,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from accounts.models import User
 from config.run import ADMIN_PASSWORD, DEMO_PASSWORD
+from config.supervise import die_with_parent
 from sandbox.client import SandboxClient
 from sandbox.demo import load_demo_mailbox
 from sandbox.demo.messages import DEMO_ADDRESS
@@ -87,9 +92,44 @@ def watch_csp(browser: Any) -> list[str]:
     return violations
 
 
+_server: subprocess.Popen[str] | None = None
+_server_endpoint = ""
+
+
+def _browser_server() -> str:
+    """The websocket of the one Chromium of this test process (`playwright launch-server`), started on first use
+    and stopped when the process ends; the kernel stops it too should this process die outright.
+
+    Each test still starts Playwright's driver of its own: Playwright's sync API runs an event loop on the
+    test's thread for as long as it is started, which the tests that follow would find (see
+    `_django_orm_beside_playwright`). The driver is run directly, not through the `playwright` script, so
+    that the process told to die with this one is the server itself."""
+    global _server, _server_endpoint
+    if _server is not None and _server.poll() is None:
+        return _server_endpoint
+    from playwright._impl._driver import compute_driver_executable, get_driver_env
+
+    config = Path(tempfile.mkdtemp(prefix="tasklift-chromium-")) / "launch.json"
+    config.write_text(json.dumps({"executablePath": str(CHROMIUM), "args": CHROMIUM_ARGS, "headless": True}))
+    node, cli = compute_driver_executable()
+    _server = subprocess.Popen(
+        [node, cli, "launch-server", "--browser", "chromium", "--config", str(config)],
+        env=get_driver_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=die_with_parent,
+    )
+    assert _server.stdout is not None
+    _server_endpoint = _server.stdout.readline().strip()
+    assert _server_endpoint.startswith("ws://"), f"playwright launch-server said {_server_endpoint!r}"
+    atexit.register(_server.terminate)
+    return _server_endpoint
+
+
 @contextmanager
 def chromium() -> Iterator[Any]:
-    """Debian's Chromium driven by Playwright, closed afterwards; the test is skipped when it is missing.
+    """The test process's Chromium, driven by Playwright; the contexts the test made are closed afterwards. The
+    test is skipped when Debian's Chromium is missing.
 
     The test fails if any page it opened broke the Content-Security-Policy (`watch_csp`).
     """
@@ -98,16 +138,17 @@ def chromium() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = playwright.chromium.connect(_browser_server())
         violations = watch_csp(browser)
         try:
             yield browser
-            for context in browser.contexts:  # reports still on their way arrive while Playwright waits
+            for context in browser.contexts:  # a report on its way is delivered before a round trip through the page
                 for page in context.pages:
-                    page.wait_for_timeout(100)
+                    if not page.is_closed():
+                        page.evaluate("() => new Promise(done => setTimeout(done))")
             assert violations == [], f"Content-Security-Policy violations: {violations}"
         finally:
-            browser.close()
+            browser.close()  # a connected browser: its contexts are closed, the server stays
 
 
 def new_page(browser: Any) -> Any:

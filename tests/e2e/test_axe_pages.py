@@ -89,7 +89,12 @@ def axe_violations(page: Any) -> list[dict[str, Any]]:
     return list(page.evaluate(AXE_RUN_JS))
 
 
-def test_axe_every_page_1280_and_390(person: Person, live_site: str, _django_orm_beside_playwright: None) -> None:
+# One test per width and visitor or person, so that a parallel run shares them out between its workers.
+@pytest.mark.parametrize("who", ["visitor", "signed in"])
+@pytest.mark.parametrize("width", list(VIEWPORTS))
+def test_axe_every_page_1280_and_390(
+    person: Person, live_site: str, _django_orm_beside_playwright: None, width: str, who: str
+) -> None:
     user, task = person.user, person.task
     uid = urlsafe_base64_encode(force_bytes(user.pk))
     found: list[str] = []
@@ -170,33 +175,32 @@ def test_axe_every_page_1280_and_390(person: Person, live_site: str, _django_orm
         "404": visit("/no-such-page/"),
     }
 
+    pages = signed_in if who == "signed in" else visitor
     with chromium() as browser:
-        for width, viewport in VIEWPORTS.items():
-            for who, pages in (("visitor", visitor), ("signed in", signed_in)):
-                # bypass_csp, for this test only: Playwright's add_script_tag(path=) inlines axe's source, which
-                # the Content-Security-Policy (script-src 'self') would block. The policy itself is checked by
-                # every other browser test (tests/e2e/conftest.py's chromium()).
-                context = browser.new_context(viewport=viewport, bypass_csp=True)
-                context.set_default_timeout(10_000)
-                page = context.new_page()
-                page_errors, server_errors = watch_errors(page)
-                if who == "signed in":
-                    page.goto(f"{live_site}/login/")
-                    page.get_by_label("Email address").fill(user.email)
-                    page.get_by_label("Password").fill(PASSWORD)
-                    page.get_by_role("button", name="Log in").click()
-                    expect(page).to_have_url(f"{live_site}/")
-                for name, show in pages.items():
-                    show(page)
-                    page.wait_for_load_state("networkidle")
-                    label = f"{name} ({who}, {width} px, {page.url.removeprefix(live_site)})"
-                    checked.append(label)
-                    for violation in axe_violations(page):
-                        if violation["impact"] in BLOCKING:
-                            found.append(f"{label}: {json.dumps(violation)}")
-                assert page_errors == [] and server_errors == [], (page_errors, server_errors)
-                context.close()
+        # bypass_csp, for this test only: Playwright's add_script_tag(path=) inlines axe's source, which
+        # the Content-Security-Policy (script-src 'self') would block. The policy itself is checked by
+        # every other browser test (tests/e2e/conftest.py's chromium()).
+        context = browser.new_context(viewport=VIEWPORTS[width], bypass_csp=True)
+        context.set_default_timeout(10_000)
+        page = context.new_page()
+        page_errors, server_errors = watch_errors(page)
+        if who == "signed in":
+            page.goto(f"{live_site}/login/")
+            page.get_by_label("Email address").fill(user.email)
+            page.get_by_label("Password").fill(PASSWORD)
+            page.get_by_role("button", name="Log in").click()
+            expect(page).to_have_url(f"{live_site}/")
+        for name, show in pages.items():
+            show(page)
+            page.wait_for_load_state("networkidle")
+            label = f"{name} ({who}, {width} px, {page.url.removeprefix(live_site)})"
+            checked.append(label)
+            for violation in axe_violations(page):
+                if violation["impact"] in BLOCKING:
+                    found.append(f"{label}: {json.dumps(violation)}")
+        assert page_errors == [] and server_errors == [], (page_errors, server_errors)
+        context.close()
         connections.close_all()  # before Playwright stops (see conftest._chromium_page)
 
-    assert len(checked) == 2 * (len(signed_in) + len(visitor))
+    assert len(checked) == len(pages)
     assert found == [], "critical or serious axe violations:\n" + "\n".join(found)

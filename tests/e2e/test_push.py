@@ -7,7 +7,6 @@ No browser: the live server, the worker thread and the sandbox are the whole of 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +23,7 @@ from tasks.models import Task
 from tests.conftest import connect_gmail, connect_outlook
 from tests.factories import UserFactory
 from tests.mail import ask
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,15 +52,6 @@ def person(transactional_db: None) -> User:
     return user
 
 
-def wait_for(condition: Callable[[], Any], timeout: float) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if condition():
-            return time.monotonic() - start
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s")
-
-
 def test_a_push_from_each_provider_becomes_a_task_within_seconds(
     pushing: str, sandbox: SandboxClient, person: User, celery_worker: Any
 ) -> None:
@@ -68,14 +59,18 @@ def test_a_push_from_each_provider_becomes_a_task_within_seconds(
     outlook = connect_outlook(sandbox, person, "push@outlook.example.com")
     for integration in (gmail.integration, outlook.integration):
         assert push_channel_open(integration=integration) is not None
-    wait_for(lambda: not ExtractionRun.objects.exclude(status__in=ExtractionRun.FINISHED).exists(), 20)
+    wait_for(
+        lambda: not ExtractionRun.objects.exclude(status__in=ExtractionRun.FINISHED).exists(),
+        timeout=20,
+        what="the first runs end",
+    )
 
-    gmail.deliver(ask(41))
-    seconds = wait_for(lambda: Task.objects.filter(user=person, title__contains="project 41").exists(), 15)
-    assert seconds < 10
-    outlook.deliver(ask(42))
-    seconds = wait_for(lambda: Task.objects.filter(user=person, title__contains="project 42").exists(), 15)
-    assert seconds < 10
+    for n, box in ((41, gmail), (42, outlook)):
+        delivered = time.monotonic()
+        box.deliver(ask(n))
+        title = f"project {n}"
+        wait_for(lambda: Task.objects.filter(user=person, title__contains=title).exists(), timeout=15, what=title)  # noqa: B023 (called within the loop)
+        assert time.monotonic() - delivered < 10
 
     assert ExtractionRun.objects.filter(user=person, trigger="webhook").exists()
     assert not ExtractionRun.objects.filter(user=person, trigger="schedule").exists()  # push did it, not polling
@@ -101,11 +96,8 @@ def test_with_every_notification_dropped_the_mail_still_becomes_tasks_within_a_p
 
     def beat() -> bool:  # beat's scan, every couple of seconds (EXTRACTION_SCAN_SECONDS, scaled down)
         extraction_schedule_job()
-        if Task.objects.filter(user=person, title__contains="project 5").count() == 2:
-            return True
-        time.sleep(2)
-        return False
+        return Task.objects.filter(user=person, title__contains="project 5").count() == 2
 
-    wait_for(beat, 90)
+    wait_for(beat, timeout=90, interval=2, what="both emails are tasks")
     assert time.monotonic() - delivered < 60 + 15  # one poll interval, plus a run
     assert not ExtractionRun.objects.filter(user=person, trigger="webhook").exists()  # no ring got through

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -22,6 +24,7 @@ from tasks.models import Task
 from tests.conftest import GmailBox, run_extraction
 from tests.mail import ask
 from tests.processes import run_extract
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,14 +56,6 @@ def in_thread(target, *args) -> tuple[threading.Thread, list]:  # type: ignore[n
     return thread, results
 
 
-def wait_until(condition, timeout: float = 10) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
-
-
 def test_one_lease_per_user_and_the_token_only_grows(consenting_user: User) -> None:
     first = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
     second = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
@@ -75,6 +70,43 @@ def test_one_lease_per_user_and_the_token_only_grows(consenting_user: User) -> N
     lease_release(user_id=consenting_user.pk, token=2)
 
 
+@contextlib.contextmanager
+def busy_database_server(*, sessions: int) -> Iterator[None]:
+    """`sessions` PostgreSQL backends counting as fast as they can (each a process of the server, so they take
+    the machine's cores, not this process's), until the block ends."""
+    params = {k: v for k, v in connection.get_connection_params().items() if k not in ("cursor_factory", "context")}
+    busy = [psycopg.connect(**params, autocommit=True) for _ in range(sessions)]
+
+    def count(session: psycopg.Connection[Any]) -> None:
+        with contextlib.suppress(psycopg.errors.QueryCanceled):
+            session.execute("SELECT count(*) FROM generate_series(1, 10000000000)")
+
+    threads = [threading.Thread(target=count, args=(session,)) for session in busy]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        for session in busy:
+            session.cancel_safe()
+        for thread in threads:
+            thread.join(timeout=30)
+        for session in busy:
+            session.close()
+
+
+def test_a_lease_given_back_is_free_the_moment_it_is_given_back(consenting_user: User) -> None:
+    """Closing the lock's connection frees the lock only once PostgreSQL's backend for it has exited, a moment
+    later: a person's next run, started at once, could find their lease still busy (the crash matrix's last
+    run did, on a loaded machine)."""
+    run = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
+    with busy_database_server(sessions=3):  # as on a loaded machine: a backend's exit waits for a core
+        for attempt in range(300):
+            token = lease_acquire(run=run)
+            assert token is not None, f"the lease given back was still busy at attempt {attempt + 1}"
+            lease_release(user_id=consenting_user.pk, token=token)
+
+
 def test_a_long_call_never_costs_a_live_runner_its_lease(
     gmail: GmailBox, sandbox: SandboxClient, consenting_user: User, settings
 ) -> None:
@@ -82,7 +114,7 @@ def test_a_long_call_never_costs_a_live_runner_its_lease(
     gmail.deliver(ask(1))
     sandbox.set_gemini_latency(3000)  # longer than anything that could expire
     thread, results = in_thread(run_extraction, consenting_user)
-    wait_until(lambda: gemini_posts(sandbox) == 1)
+    wait_for(lambda: gemini_posts(sandbox) == 1, timeout=10, what="Gemini asked once", interval=0.02)
 
     second = ExtractionRun.objects.create(user=consenting_user, trigger="manual")
     assert lease_acquire(run=second) is None  # the live runner keeps it, however long its call
@@ -99,7 +131,7 @@ def test_a_runner_whose_lock_connection_was_dropped_stops_before_its_next_batch(
         gmail.deliver(ask(n))
     sandbox.set_gemini_latency(700)
     thread, results = in_thread(run_extraction, consenting_user)
-    wait_until(lambda: gemini_posts(sandbox) == 1)
+    wait_for(lambda: gemini_posts(sandbox) == 1, timeout=10, what="Gemini asked once", interval=0.02)
 
     cut_off_lease_holders()  # PostgreSQL dropped its lock: another runner may take the lease now
     thread.join(timeout=30)
@@ -108,6 +140,7 @@ def test_a_runner_whose_lock_connection_was_dropped_stops_before_its_next_batch(
     assert gemini_posts(sandbox) == 1
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_a_dead_runners_lease_is_free_at_once(gmail: GmailBox, consenting_user: User) -> None:
     gmail.deliver(ask(1))
     killed = run_extract(consenting_user.email, crash_point="llm_call")
@@ -121,6 +154,7 @@ def test_a_dead_runners_lease_is_free_at_once(gmail: GmailBox, consenting_user: 
     assert Task.objects.count() == 1
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_a_finished_runs_lease_never_blocks_the_next_one(gmail: GmailBox, consenting_user: User) -> None:
     gmail.deliver(ask(1))
     killed = run_extract(consenting_user.email, crash_point="after_commit")  # dies holding the lease
@@ -130,6 +164,7 @@ def test_a_finished_runs_lease_never_blocks_the_next_one(gmail: GmailBox, consen
     assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_the_reaper_takes_up_a_run_whose_runner_died(
     gmail: GmailBox, consenting_user: User, broker_queue: Callable[[], int]
 ) -> None:
@@ -155,7 +190,7 @@ def test_the_reaper_leaves_a_live_run_alone(gmail: GmailBox, sandbox: SandboxCli
     gmail.deliver(ask(1))
     sandbox.set_gemini_latency(1500)
     thread, results = in_thread(run_extraction, consenting_user)
-    wait_until(lambda: gemini_posts(sandbox) == 1)
+    wait_for(lambda: gemini_posts(sandbox) == 1, timeout=10, what="Gemini asked once", interval=0.02)
 
     assert extraction_runs_reap() == (0, 0)
 
@@ -182,7 +217,7 @@ def test_revoking_consent_stops_the_run_before_its_next_batch(
     sandbox.set_gemini_latency(700)
 
     thread, results = in_thread(run_extraction, consenting_user)
-    wait_until(lambda: gemini_posts(sandbox) == 1)
+    wait_for(lambda: gemini_posts(sandbox) == 1, timeout=10, what="Gemini asked once", interval=0.02)
     consent_revoke(user=consenting_user)
     thread.join(timeout=30)
 
@@ -203,7 +238,7 @@ def test_a_stale_runner_cannot_commit_and_no_task_is_duplicated(
     sandbox.set_gemini_latency(500)
 
     stale_thread, stale_results = in_thread(run_extraction, consenting_user)
-    wait_until(lambda: gemini_posts(sandbox) == 1)
+    wait_for(lambda: gemini_posts(sandbox) == 1, timeout=10, what="Gemini asked once", interval=0.02)
     cut_off_lease_holders()  # as if its connection to PostgreSQL was lost while it kept working
     fresh = run_extraction(consenting_user)
     stale_thread.join(timeout=30)
@@ -254,7 +289,7 @@ def test_a_cursor_changed_during_the_run_is_not_overwritten(
     sandbox.set_gemini_latency(500)
 
     thread, results = in_thread(run_extraction, consenting_user)
-    wait_until(lambda: gemini_posts(sandbox) == 1)
+    wait_for(lambda: gemini_posts(sandbox) == 1, timeout=10, what="Gemini asked once", interval=0.02)
     SyncCursor.objects.filter(integration=gmail.integration).update(value="12345")  # someone else moved it
     thread.join(timeout=30)
 
@@ -271,7 +306,7 @@ def test_no_mail_is_fetched_after_consent_is_revoked(
     sandbox.set_gemini_latency(700)
 
     thread, results = in_thread(run_extraction, consenting_user)
-    wait_until(lambda: gemini_posts(sandbox) == 2)
+    wait_for(lambda: gemini_posts(sandbox) == 2, timeout=10, what="Gemini asked twice", interval=0.02)
     # The run fetches the next batch while this call is in flight (under consent): let that fetch land.
     seen: list[int] = []
 
@@ -279,7 +314,7 @@ def test_no_mail_is_fetched_after_consent_is_revoked(
         seen.append(len(sandbox.requests("gmail")))
         return len(seen) > 10 and seen[-1] == seen[-10]
 
-    wait_until(settled)
+    wait_for(settled, timeout=10, what="the run waits (no Gmail request for ten looks)", interval=0.02)
     consent_revoke(user=consenting_user)
     gmail_requests_at_revoke = len(sandbox.requests("gmail"))
     thread.join(timeout=30)
@@ -303,7 +338,8 @@ def test_a_replay_made_during_a_run_is_kept_for_the_next_one(
     sandbox.set_gemini_latency(500)
 
     thread, _ = in_thread(run_extraction, consenting_user)
-    wait_until(lambda: gemini_posts(sandbox) >= 3)  # the run has listed its mail and is reading it
+    # the run has listed its mail and is reading it
+    wait_for(lambda: gemini_posts(sandbox) >= 3, timeout=10, what="Gemini asked three times", interval=0.02)
     ledger_replay(entries=list(ProcessedEmail.objects.filter(outcome="quarantined")))
     thread.join(timeout=30)
 
@@ -340,6 +376,7 @@ def test_a_mailbox_disconnected_during_a_run_does_not_get_its_sign_in_back(
     assert (gmail.integration.status, gmail.integration.credentials_encrypted) == ("disconnected", "")
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_a_broker_that_refuses_the_job_ends_the_run_with_a_reason_not_a_500(consenting_user: User) -> None:
     """The web process with its broker down: the press is answered and the run does not block later ones."""
     import subprocess
@@ -381,6 +418,7 @@ def test_the_reaper_sends_again_the_job_of_a_run_that_no_worker_took_up(
     assert fresh.status == ExtractionRun.Status.QUEUED
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_a_run_whose_database_was_lost_under_it_is_taken_up_again(
     gmail: GmailBox, sandbox: SandboxClient, consenting_user: User
 ) -> None:
@@ -400,7 +438,7 @@ def test_a_run_whose_database_was_lost_under_it_is_taken_up_again(
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_until(lambda: gemini_posts(sandbox) == 1, timeout=60)
+    wait_for(lambda: gemini_posts(sandbox) == 1, timeout=60, what="Gemini asked once", interval=0.02)
     with connection.cursor() as cursor:  # PostgreSQL drops every connection but this test's
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

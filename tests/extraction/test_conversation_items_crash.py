@@ -14,7 +14,8 @@ from tests.conftest import GmailBox, run_extraction
 from tests.extraction.test_conversation_items import ASK, raw
 from tests.processes import run_extract
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# slow: runs killed in processes of their own (tests/slow.py)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.mark.parametrize("point", ["batch_tx", "after_batch"])

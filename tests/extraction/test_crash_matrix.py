@@ -35,7 +35,8 @@ from tests.conftest import GmailBox, OutlookBox, run_extraction
 from tests.mail import ask, no_ask
 from tests.processes import Forker
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# slow: runs killed in processes of their own (tests/slow.py)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 KILLED = -signal.SIGKILL
 # Gmail's 15 emails come first (integrations are read in provider order), then Outlook's 12: batch 1 is

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
@@ -21,6 +20,7 @@ from integrations.models import Integration, SyncCursor
 from sandbox.client import SandboxClient
 from tests.conftest import GmailBox, OutlookBox, run_extraction
 from tests.mail import ask
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the run's own transactions, as a worker runs them
 
@@ -158,7 +158,9 @@ def test_a_run_with_mail_says_how_far_it_read_while_it_runs(
     thread = threading.Thread(target=in_own_connection(lambda: results.append(run_extraction(consenting_user))))
     thread.start()
     try:
-        wait_until(lambda: any(r["method"] == "POST" for r in sandbox.requests("gemini")))
+        wait_for(
+            lambda: any(r["method"] == "POST" for r in sandbox.requests("gemini")), timeout=10, what="Gemini asked"
+        )
         assert gmail_ring_covered(integration=gmail.integration, history_id=rung_for)
     finally:
         thread.join(timeout=30)
@@ -195,11 +197,3 @@ def in_own_connection(body: Callable[[], object]) -> Callable[[], None]:
             connection.close()
 
     return run
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)

@@ -28,8 +28,10 @@ from tasks.models import Task
 from tests.conftest import GmailBox
 from tests.mail import ask
 from tests.processes import Forker
+from tests.waiting import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# slow: a run in a process of its own, and a Redis killed under it (tests/slow.py)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 class PrivateRedis:
@@ -122,8 +124,13 @@ def test_a_run_that_loses_redis_is_queued_again_by_the_reaper_and_completes(
         assert broker_queue() == 0
 
         private_redis.start()  # Redis is back
-        time.sleep(1.2)  # the backoff of a first interruption (EXTRACTION_REAPER_SECONDS in the child)
-        assert extraction_runs_reap() == (1, 0)
+        # Past the backoff of a first interruption (EXTRACTION_REAPER_SECONDS in the child), the reaper takes it up.
+        reaped = wait_for(
+            lambda: [counts for counts in [extraction_runs_reap()] if counts != (0, 0)],
+            timeout=10,
+            what="the reaper takes the run up once its backoff is over",
+        )
+        assert reaped == [(1, 0)]
         assert broker_queue() == 1  # its job is sent again, as a worker would take it up
 
         sandbox.set_gemini_latency(0)

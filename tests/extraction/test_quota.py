@@ -9,10 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import redis
+from django.conf import settings
 
 from extraction.llm import GeminiClient, LLMUnavailable
 from integrations.providers.base import Email
 from sandbox.client import SandboxClient
+from tests.waiting import wait_for
 
 
 def email(n: int) -> Email:
@@ -49,11 +52,11 @@ def test_a_429_with_a_retry_delay_in_one_worker_slows_the_other_workers_calls(sa
 
     thread = threading.Thread(target=first)
     thread.start()
-    deadline = time.monotonic() + 5
-    while not calls(sandbox):  # the first worker has its 429
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    time.sleep(0.2)
+    paused = f"{settings.CACHES['default']['KEY_PREFIX']}:gemini-quota:*:paused-until"
+    connection = redis.Redis.from_url(settings.REDIS_URL)
+    wait_for(
+        lambda: list(connection.scan_iter(match=paused)), timeout=5, what="the first worker's 429 pauses every worker"
+    )
     results["second"] = second_worker.extract([email(2)])
     thread.join(timeout=10)
 

@@ -136,6 +136,7 @@ def two_web_processes(transactional_db: None) -> Iterator[list[str]]:
             process.wait(timeout=10)
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_the_limit_holds_across_two_web_processes(two_web_processes: list[str], broker_queue) -> None:
     start_of_a_fresh_window(UserFactory(email="spread@example.com"))
     session = requests.Session()

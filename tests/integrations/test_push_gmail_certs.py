@@ -102,6 +102,7 @@ print(json.dumps(answers))
 """
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_web_processes_taking_unknown_keys_at_once_share_one_certificate_fetch(
     sandbox: SandboxClient, settings: Any
 ) -> None:

@@ -8,7 +8,6 @@ read; a subscription is made at connect, renewed by beat before it expires and d
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -26,6 +25,7 @@ from integrations.push import push_channel_close, push_channel_open
 from sandbox.client import SandboxClient
 from tests.conftest import OutlookBox
 from tests.mail import ask
+from tests.waiting import wait_for
 
 SECRET = "s3cret-client-state-" + "x" * 40
 
@@ -146,16 +146,6 @@ def inbox_subscriptions(sandbox: SandboxClient) -> list[dict[str, Any]]:
     return [s for s in sandbox.graph_subscriptions() if "sentitems" not in s["resource"]]
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 10) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
 def test_a_subscription_is_made_at_connect_renewed_by_beat_and_deleted_at_disconnect(
     served: str, sandbox: SandboxClient, outlook: OutlookBox, settings: Any
 ) -> None:
@@ -194,16 +184,17 @@ def test_lifecycle_events_renew_remake_and_read(
     runs = ExtractionRun.objects.count()
 
     sandbox.graph_lifecycle(channel.external_id, "missed")
-    wait_for(lambda: ExtractionRun.objects.count() == runs + 1)  # missed: read the mailbox
+    wait_for(lambda: ExtractionRun.objects.count() == runs + 1, timeout=10, what="a run")  # missed: read the mailbox
 
     sandbox.graph_lifecycle(channel.external_id, "reauthorizationRequired")
-    wait_for(lambda: broker_queue() >= 2)  # the run's job, then the renewal's
+    wait_for(lambda: broker_queue() >= 2, timeout=10, what="two jobs queued")  # the run's job, then the renewal's
     assert push_channel_renew_job(outlook.integration.pk) is True
     assert any(r["method"] == "PATCH" for r in sandbox.requests("graph"))
 
     ExtractionRun.objects.update(status=ExtractionRun.Status.SUCCEEDED)
     sandbox.graph_lifecycle(channel.external_id, "subscriptionRemoved")
-    wait_for(lambda: ExtractionRun.objects.count() == runs + 2)  # removed: read the mailbox, and make it again
+    # removed: read the mailbox, and make it again
+    wait_for(lambda: ExtractionRun.objects.count() == runs + 2, timeout=10, what="a second run")
     assert inbox_subscriptions(sandbox) == []
     assert push_channel_open_job(outlook.integration.pk) is True
     (remade,) = inbox_subscriptions(sandbox)
@@ -217,5 +208,5 @@ def test_a_new_message_rings_the_doorbell(served: str, sandbox: SandboxClient, o
 
     outlook.deliver(ask(3))
 
-    wait_for(lambda: ExtractionRun.objects.filter(trigger="webhook").count() == 1)
+    wait_for(lambda: ExtractionRun.objects.filter(trigger="webhook").count() == 1, timeout=10, what="a webhook run")
     assert ExtractionRun.objects.count() == runs + 1

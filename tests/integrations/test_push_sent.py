@@ -20,8 +20,9 @@ from integrations.push import push_channel_close, push_channel_open, push_channe
 from sandbox.client import SandboxClient
 from tests.conftest import GmailBox, OutlookBox, connect_gmail, run_extraction
 from tests.integrations.test_push_gmail import envelope, good_claims, push
-from tests.integrations.test_push_outlook import change, post, wait_for
+from tests.integrations.test_push_outlook import change, post
 from tests.mail import ask
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -133,7 +134,7 @@ def test_mail_sent_from_outlook_rings_through_the_sentitems_subscription(
 
     sandbox.send_outlook(outlook.address, to=["sam@example.org"], body="I'll send the slides tonight.")
 
-    wait_for(lambda: ExtractionRun.objects.filter(trigger="webhook").count() == 1)
+    wait_for(lambda: ExtractionRun.objects.filter(trigger="webhook").count() == 1, timeout=10, what="a webhook run")
     assert ExtractionRun.objects.count() == runs + 1
 
 

@@ -33,8 +33,10 @@ from tests.factories import IntegrationFactory
 from tests.integrations.test_push_gmail import envelope, good_claims
 from tests.integrations.test_push_outlook import SECRET, change
 from tests.processes import ROOT, process_env
+from tests.waiting import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# slow: gunicorn with its database or Redis gone (tests/slow.py)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def closed_port() -> int:
@@ -155,5 +157,5 @@ def test_every_doorbell_answers_503_while_redis_is_down_and_the_ring_is_not_lost
     integration = Integration.objects.get(pk=outlook_channel.integration_id)
     assert integration.notified_at is not None
     settings.EXTRACTION_SCAN_SECONDS = 1
-    time.sleep(0.6)
-    assert [(c.user_id, c.rung_unread) for c in mailboxes_claim_due()] == [(integration.user_id, True)]
+    claimed = wait_for(mailboxes_claim_due, timeout=10, what="beat's scan takes up the mailbox that rang")
+    assert [(c.user_id, c.rung_unread) for c in claimed] == [(integration.user_id, True)]

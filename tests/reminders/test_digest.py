@@ -112,6 +112,7 @@ def test_two_workers_scanning_at_once_send_one_digest_per_person(three_zones: tu
     assert len(_digests_to(tokyo)) == 1
 
 
+@pytest.mark.slow  # it starts a process (tests/slow.py)
 @pytest.mark.django_db(transaction=True)
 def test_two_worker_processes_at_once_then_a_restart_send_one_digest_per_person(
     three_zones: tuple[User, ...], tmp_path: Path

@@ -297,7 +297,7 @@ def test_an_expired_subscription_stops_notifying_and_is_gone(
     sandbox: SandboxClient, graph: Graph, receiver: Receiver
 ) -> None:
     subscription_id = graph.subscribe(receiver, expirationDateTime=in_minutes(1 / 60)).json()["id"]
-    time.sleep(1.1)
+    time.sleep(1.1)  # past its expiry a second away: time itself is what is tested
     deliver(sandbox, 1)
     sandbox.wait_notifications_idle()
 
@@ -439,5 +439,5 @@ def test_reset_drops_held_and_delayed_notifications(sandbox: SandboxClient, grap
     sandbox.reset()
     assert sandbox.notifications_pending() == {"pending": 0, "held": 0}
     assert sandbox.push_release() == 0
-    time.sleep(0.4)
+    time.sleep(0.4)  # past the 200 ms delay: a notification that never comes is seen only over time
     assert notifications(receiver) == []

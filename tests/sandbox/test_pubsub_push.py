@@ -259,7 +259,7 @@ def test_at_most_one_push_per_second_per_user_and_the_extras_are_dropped(
     dropped = [e["dropped"] for e in sandbox.notifications("pubsub")]  # logged when dropped or when answered
     assert sorted(dropped, key=str) == [None, "gmail_rate_limit", "gmail_rate_limit"]
 
-    time.sleep(1.05)
+    time.sleep(1.05)  # the next second: a limit per second is a matter of time itself
     sandbox.deliver(ADDRESS, message(4))
     pushes = receiver.wait_for(2)
     assert push_data(pushes[1])["historyId"] == history_id(sandbox)  # the id after every change so far
@@ -407,6 +407,6 @@ def test_reset_drops_pending_pushes(sandbox: SandboxClient, receiver: Receiver, 
     assert sandbox.notifications_pending()["pending"] == 1
     sandbox.reset()
     assert sandbox.notifications_pending() == {"pending": 0, "held": 0}
-    time.sleep(0.5)
+    time.sleep(0.5)  # past the 300 ms delay: a push that never comes is seen only over time
     assert receiver.received == []
     assert sandbox.notifications() == []
