@@ -26,12 +26,12 @@ from sandbox.client import SandboxClient
 from sandbox.server import SandboxServer
 from tests.databases import end_other_sessions, template_database
 from tests.factories import UserFactory
-from tests.slow import (  # noqa: F401 (which tests are slow, and the guard that keeps it so)
-    pytest_collection_modifyitems,
-    pytest_fixture_setup,
-    pytest_runtest_call,
-)
 from tests.timing import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401 (the run's timing)
+
+# Which tests are slow, and the guard that keeps it so. A plugin, not hooks imported here: a conftest's hooks are
+# not called for the setup of session fixtures (their node is the session, above tests/), and the guard must see
+# those to leave them out of its rule.
+pytest_plugins = ["tests.slow"]
 
 
 @pytest.fixture(scope="session")
