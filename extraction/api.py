@@ -1,4 +1,5 @@
-"""The extraction API: start a run (rate-limited like the button) and read run records, newest first."""
+"""The extraction API: start a run (rate-limited like the button) and read run records, newest first; the senders
+the person muted, muted from a task and unmuted."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from accounts.models import User
 from config.http import request_user
 from config.pagination import PageParams, page_of
 from extraction.models import ExtractionRun
+from extraction.muting import Muted, muted_sender_list, sender_mute, sender_unmute
 from extraction.ratelimit import extraction_rate_check
 from extraction.selectors import run_as_dict, run_get
 from extraction.services import extraction_run_request
+from tasks.selectors import task_get
 
 router = Router(tags=["extraction"])
 
@@ -121,3 +124,55 @@ def start_run(request: HttpRequest) -> Status[Any]:
 @router.get("/extraction/runs/{int:run_id}", response=RunOut, summary="Read one run")
 def get_run(request: HttpRequest, run_id: RunId) -> dict[str, object]:
     return run_as_dict(run_get(user=request_user(request), run_id=run_id))
+
+
+MutedId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The muted sender's id.")]
+
+
+class MutedSenderOut(Schema):
+    id: int
+    address: str
+    reason: str = Field(description="`sender` (never make tasks from this sender) or `not_a_task`.")
+    task_title: str = Field(description="The task it was muted from, to recognise it by.")
+    created_at: datetime
+    skipped: int = Field(0, description="Emails of theirs skipped so far.")
+
+
+class MuteIn(Schema):
+    task_id: int = Field(ge=1, le=2**63 - 1, description="The task whose email's sender to mute.")
+    reason: str = Field("sender", max_length=32, description="`sender` or `not_a_task`.")
+
+
+def muted_out(muted: Muted) -> dict[str, Any]:
+    return {
+        "id": muted.pk,
+        "address": muted.address,
+        "reason": muted.reason,
+        "task_title": muted.task_title,
+        "created_at": muted.since,
+        "skipped": muted.skipped,
+    }
+
+
+@router.get("/muted-senders", response=list[MutedSenderOut], summary="List the senders you muted")
+def list_muted_senders(request: HttpRequest) -> list[dict[str, Any]]:
+    return [muted_out(m) for m in muted_sender_list(user=request_user(request))]
+
+
+@router.post(
+    "/muted-senders",
+    response={201: MutedSenderOut},
+    summary="Make no more tasks from the sender of a task's email",
+    description="Refused with `own_address` for the person's own addresses (the account's, any connected "
+    "mailbox's): their Sent mail is where promises and waiting items are found.",
+)
+def mute_sender(request: HttpRequest, payload: MuteIn) -> Status[Any]:
+    user = request_user(request)
+    muted = sender_mute(user=user, task=task_get(user=user, task_id=payload.task_id), reason=payload.reason)
+    return Status(201, next(muted_out(m) for m in muted_sender_list(user=user) if m.pk == muted.pk))
+
+
+@router.delete("/muted-senders/{int:muted_id}", response={204: None}, summary="Read a muted sender's mail again")
+def unmute_sender(request: HttpRequest, muted_id: MutedId) -> Status[None]:
+    sender_unmute(user=request_user(request), muted_id=muted_id)
+    return Status(204, None)

@@ -25,13 +25,38 @@ def sender_address(header: str) -> str:
     return address if "@" in address else ""
 
 
+def own_addresses(*, user: User) -> set[str]:
+    """The person's own addresses, lower-cased: the account's and every mailbox they ever connected (mail from a
+    disconnected one is still theirs). One query."""
+    from integrations.models import Integration
+
+    mailboxes = Integration.objects.filter(user_id=user.pk).values_list("account_address", flat=True)
+    return {address.lower() for address in [user.email, *mailboxes] if address}
+
+
+def mute_offered(task: Task, own: set[str]) -> bool:
+    """Whether "Never make tasks from this sender" is offered on `task`: not on items of the person's own mail
+    (what they promised or wait for: their Sent mail), nor on any task whose sender is one of `own`."""
+    if task.source != Task.Source.EMAIL_AI or task.kind != Task.Kind.ASK:
+        return False
+    address = sender_address(task.email_sender)
+    return bool(address) and address not in own
+
+
 def sender_mute(*, user: User, task: Task, reason: str) -> MutedSender:
-    """Make no task from the sender of this task's email any more (the task itself stays as it is)."""
+    """Make no task from the sender of this task's email any more (the task itself stays as it is). The person's
+    own addresses are refused: muting one would skip their Sent mail, every promise and waiting item in it."""
     if reason not in MutedSender.Reason.values:
         raise ApplicationError("Choose “Never make tasks from this sender” or “Not a task”.", code="invalid_reason")
     address = sender_address(task.email_sender) if task.source == Task.Source.EMAIL_AI else ""
     if not address:
         raise ApplicationError("This task has no sender to stop: it was not made from an email.", code="no_sender")
+    if address in own_addresses(user=user):
+        raise ApplicationError(
+            f"{address} is your own address: Tasklift reads your own mail for what you promised and what you "
+            "wait for, so it cannot be muted. Dismiss the task instead.",
+            code="own_address",
+        )
     muted, _ = MutedSender.objects.get_or_create(
         user=user, address=address, defaults={"reason": reason, "task_title": task.title[:500]}
     )
@@ -61,6 +86,7 @@ class Muted:
 
     pk: int
     address: str
+    reason: str  # MutedSender.Reason
     why: str
     task_title: str
     since: datetime
@@ -82,4 +108,6 @@ def muted_sender_list(*, user: User) -> list[Muted]:
         .values("n")
     )
     rows = MutedSender.objects.filter(user=user).annotate(skipped=Coalesce(Subquery(skipped), 0))
-    return [Muted(m.pk, m.address, m.get_reason_display(), m.task_title, m.created_at, m.skipped) for m in rows]
+    return [
+        Muted(m.pk, m.address, m.reason, m.get_reason_display(), m.task_title, m.created_at, m.skipped) for m in rows
+    ]
