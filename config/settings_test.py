@@ -21,17 +21,19 @@ def _free_port() -> int:
 
 # Under pytest-xdist each worker is a test run of its own: the controller's values (which its workers inherit)
 # are replaced once in each worker, and the processes a worker starts inherit that worker's.
+# PER_RUN_ENV names what each run sets for itself; tests starting a process of their own (a benchmark, a second
+# checkout) leave these out of its environment so that it chooses its own.
+PER_RUN_ENV = (
+    "CACHE_KEY_PREFIX",
+    "CELERY_QUEUE",
+    "TEST_DATABASE_NAME",
+    "SANDBOX_URL",
+    "SANDBOX_TLS_URL",
+    "MICROSOFT_CA_BUNDLE",
+)
 _run = os.environ.get("PYTEST_XDIST_WORKER", "")
 if os.environ.get("TASKLIFT_TEST_RUN", _run) != _run:
-    for name in (
-        "CACHE_KEY_PREFIX",
-        "CELERY_QUEUE",
-        "TEST_DATABASE_NAME",
-        "SANDBOX_URL",
-        "SANDBOX_TLS_URL",
-        "MICROSOFT_CA_BUNDLE",
-        "PROMETHEUS_MULTIPROC_DIR",
-    ):
+    for name in (*PER_RUN_ENV, "PROMETHEUS_MULTIPROC_DIR"):
         os.environ.pop(name, None)
 os.environ["TASKLIFT_TEST_RUN"] = _run
 os.environ.setdefault("REDIS_DB", "1")

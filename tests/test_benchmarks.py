@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from config.settings_test import PER_RUN_ENV
 from tests.databases import template_database
 
 pytestmark = pytest.mark.slow  # each benchmark runs as a process of its own (tests/slow.py)
@@ -27,14 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # What config/settings_test.py points at this test session; a benchmark chooses its own (its database, Redis
 # database 2, its queue and cache prefix, a sandbox it starts), as when a person runs it.
 _TEST_SESSION_ENV = (
+    *PER_RUN_ENV,
     "DJANGO_SETTINGS_MODULE",
     "REDIS_DB",
-    "CACHE_KEY_PREFIX",
-    "CELERY_QUEUE",
-    "TEST_DATABASE_NAME",
-    "SANDBOX_URL",
-    "SANDBOX_TLS_URL",
-    "MICROSOFT_CA_BUNDLE",
     "GEMINI_RETRY_INITIAL_DELAY_S",
     "PUSH_ENABLED",
 )

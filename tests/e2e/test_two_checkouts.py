@@ -29,6 +29,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
+from config.settings_test import PER_RUN_ENV
 from tests.e2e.conftest import (
     chromium,
     connect_gmail,
@@ -43,13 +44,8 @@ from tests.e2e.conftest import (
 # What config/settings_test.py sets in os.environ (and so in every child's), plus what would point a child
 # at shared servers or another instance; each child gets its own values of the ones it needs.
 NOT_INHERITED = (
+    *PER_RUN_ENV,
     "REDIS_DB",
-    "CACHE_KEY_PREFIX",
-    "CELERY_QUEUE",
-    "TEST_DATABASE_NAME",
-    "SANDBOX_URL",
-    "SANDBOX_TLS_URL",
-    "MICROSOFT_CA_BUNDLE",
     "GEMINI_RETRY_INITIAL_DELAY_S",
     "DATABASE_URL",
     "REDIS_URL",
