@@ -6,7 +6,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test check setup browser lint typecheck pytest bench stop clean
+.PHONY: run test check setup browser lint typecheck pytest bench screenshot stop clean
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || { echo "Installing uv (the package manager), once…"; $(PYTHON) -m pip install --quiet uv; }
@@ -48,6 +48,10 @@ check: lint typecheck
 
 bench: setup
 	$(UV) run python benchmarks/extract_gmail.py
+
+# docs/screenshot.png afresh: the demo's task list at 1280x800, from a Tasklift of its own that it stops after.
+screenshot: setup browser
+	$(UV) run python -m config.screenshot
 
 # Stop the embedded PostgreSQL and Redis (they outlive the commands that started them), and anything a
 # `make run` that was killed outright left behind.

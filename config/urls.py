@@ -44,6 +44,7 @@ urlpatterns = [
     path("tasks/<int:task_id>/email", pane_views.task_email_pane, name="task_email"),
     path("extract", extraction_views.extract_now, name="extract_now"),
     path("runs/<int:run_id>", extraction_views.run_status, name="run_status"),
+    path("runs/<int:run_id>/cancel", extraction_views.run_cancel, name="run_cancel"),
     path("tasks/<int:task_id>/mute-sender", extraction_views.mute_sender, name="task_mute_sender"),
     path("settings/muted/<int:muted_id>/delete", extraction_views.unmute_sender, name="muted_sender_delete"),
     path("consent/", account_views.consent, name="consent"),

@@ -1,5 +1,5 @@
-"""The extraction API: start a run (rate-limited like the button) and read run records, newest first; the senders
-the person muted, muted from a task and unmuted."""
+"""The extraction API: start a run (rate-limited like the button, refused without AI consent), stop one, and read
+run records, newest first; the senders the person muted, muted from a task and unmuted."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ninja import Field, Path, Query, Router, Schema, Status
 from accounts.models import User
 from config.http import request_user
 from config.pagination import PageParams, page_of
+from extraction.controls import extraction_consent_check, extraction_run_cancel
 from extraction.models import ExtractionRun
 from extraction.muting import Muted, muted_sender_list, sender_mute, sender_unmute
 from extraction.ratelimit import extraction_rate_check
@@ -86,6 +87,18 @@ class RunOut(Schema):
     rejections: list[dict[str, Any]]
     error_code: str
     error_message: str
+    cancel_requested_at: datetime | None = Field(
+        None, description="When you asked the run to stop (it ends `cancelled` at its next batch boundary)."
+    )
+
+
+class RunErrorOut(Schema):
+    """The API's one error shape, for a status only some operations answer (409). config/api.py's ErrorOut, which
+    this module cannot import: config/api.py imports the routers."""
+
+    code: str
+    message: str
+    extra: dict[str, Any]
 
 
 class RunPage(Schema):
@@ -101,10 +114,15 @@ def run_list(*, user: User) -> QuerySet[ExtractionRun]:
     return ExtractionRun.objects.filter(user=user).order_by("-created_at", "-id")
 
 
+def run_out(run: ExtractionRun) -> dict[str, object]:
+    """The run record, with when its stop was asked. (Here until run_as_dict in extraction/selectors.py has it.)"""
+    return {**run_as_dict(run), "cancel_requested_at": run.cancel_requested_at}
+
+
 @router.get("/extraction/runs", response=RunPage, summary="List your extraction runs (a page)")
 def list_runs(request: HttpRequest, page: Query[PageParams]) -> dict[str, Any]:
     result = page_of(request, run_list(user=request_user(request)), page)
-    result["items"] = [run_as_dict(run) for run in result["items"]]
+    result["items"] = [run_out(run) for run in result["items"]]
     return result
 
 
@@ -113,17 +131,34 @@ def list_runs(request: HttpRequest, page: Query[PageParams]) -> dict[str, Any]:
     response={202: RunOut},
     summary="Extract now",
     description="Queues a run (or returns the one already waiting). Limited like the button: past the limit, "
-    "a 429 with `Retry-After`.",
+    "a 429 with `Retry-After`. Without AI consent, a 403 `no_consent` (`extra.consent_url`: where to give it), "
+    "and no run is queued.",
 )
 def start_run(request: HttpRequest) -> Status[Any]:
+    user = request_user(request)
+    extraction_consent_check(user=user)
     extraction_rate_check(request=request)
-    run, _ = extraction_run_request(user=request_user(request), trigger=ExtractionRun.Trigger.API)
-    return Status(202, run_as_dict(run))
+    run, _ = extraction_run_request(user=user, trigger=ExtractionRun.Trigger.API)
+    return Status(202, run_out(run))
 
 
 @router.get("/extraction/runs/{int:run_id}", response=RunOut, summary="Read one run")
 def get_run(request: HttpRequest, run_id: RunId) -> dict[str, object]:
-    return run_as_dict(run_get(user=request_user(request), run_id=run_id))
+    return run_out(run_get(user=request_user(request), run_id=run_id))
+
+
+@router.post(
+    "/extraction/runs/{int:run_id}/cancel",
+    response={200: RunOut, 202: RunOut, 409: RunErrorOut},
+    summary="Stop a run",
+    description="A queued run ends `cancelled` at once: 200. A running run ends `cancelled` at its next batch "
+    "boundary: 202, with `cancel_requested_at` set (asking again changes nothing). What it wrote stays; no "
+    "mailbox position moves, and the next run reads the rest. A run that has finished: 409 `run_finished` "
+    "(`extra.status`: how it ended). Another person's run, or none: 404 `run_not_found`.",
+)
+def cancel_run(request: HttpRequest, run_id: RunId) -> Status[Any]:
+    run = extraction_run_cancel(user=request_user(request), run_id=run_id)
+    return Status(200 if run.is_finished else 202, run_out(run))
 
 
 MutedId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The muted sender's id.")]

@@ -32,7 +32,7 @@ from extraction.models import AlwaysReadSender, ExtractionRun
 from extraction.muting import muted_reasons
 from extraction.prompt import MAX_ITEMS_PER_EMAIL, MAX_READER_ADDRESSES, OpenItem, Prompt
 from extraction.reading import SourcedEmail
-from extraction.runrecord import RunRecord, RunStopped
+from extraction.runrecord import STOPPED, RunRecord, RunStopped
 from extraction.selectors import email_keys_handled
 from extraction.writing import BatchWriter, answers_earlier
 from integrations.mail.bulk import bulk_reason
@@ -101,12 +101,15 @@ class BatchCalls:
         batch: list[SourcedEmail] = []
         held: list[SourcedEmail] = []
         # A copy of an email met earlier in the stream (the same message in another mailbox) rides on it and
-        # is not sent: it takes no place in a batch. Read in time order, copies sit between the others.
-        seen: set[tuple[str, str]] = set()
+        # is not sent: it takes no place in a batch. Read in time order, copies sit between the others. Only
+        # an email that is sent carries copies: one the bulk rule skips in its mailbox may be read through the
+        # other (Outlook's Focused holds a newsletter that Gmail lists with List-Unsubscribe), and is sent.
+        sent: set[tuple[str, str]] = set()
         riders = 0
         for item in self.emails:
-            copy = bool(item.email.internet_message_id) and item.copy_key in seen
-            seen.add(item.copy_key)
+            copy = bool(item.email.internet_message_id) and item.copy_key in sent
+            if not self._bulk_reason(item):
+                sent.add(item.copy_key)
             if _follows(item, batch) or _follows(item, held):
                 held.append(item)
             else:
@@ -116,6 +119,9 @@ class BatchCalls:
                 riders = 0
                 yield batch
                 batch, held = _refill(held, size)
+                while len(batch) >= size:  # ten or more held: the refill is a whole batch already
+                    yield batch
+                    batch, held = _refill(held, size)
         while batch:
             yield batch
             batch, held = _refill(held, size)
@@ -127,7 +133,9 @@ class BatchCalls:
         This thread does everything else, in batch order: fetching (which stays at most that many batches
         ahead of the calls), the database, the checks of lease and consent before each new call. A call's
         thread only calls Gemini. When a batch ends the run (an outage, a revoked consent, a lost lease), the
-        calls not yet started are cancelled and the answers of those in flight are never written.
+        calls not yet started are cancelled and the answers of those in flight are never written. A revoked
+        consent and a stop the person asked for are the exceptions: no batch more is sent, but the answers
+        already asked for (and paid for) are written.
         """
         limit = settings.EXTRACTION_LLM_CONCURRENCY
         pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix=f"gemini-run-{self.record.run.pk}")
@@ -150,10 +158,12 @@ class BatchCalls:
                 else:
                     sent = -1  # every batch taken
             except RunStopped as stop:
-                if stop.code == "consent_revoked":
+                if stop.code in ("consent_revoked", STOPPED):
                     # Nothing more is sent; the answers already asked for (under consent) are written.
                     while in_flight:
                         self._finish_batch(in_flight.popleft())
+                if stop.code == STOPPED:
+                    raise self.record.stopped() from stop  # counting the answers just written
                 raise
             while in_flight:
                 self._finish_batch(in_flight.popleft())
@@ -162,6 +172,7 @@ class BatchCalls:
             batches.close()
             self.emails.close()  # and with it the fetch ahead (MailboxReader.emails)
         if sent >= 0:
+            self.record.stop_if_asked()  # a stopped run is not continued: the next run reads the rest
             raise continued(sent)
 
     def _slice_over(self, sent: int) -> bool:
@@ -188,9 +199,11 @@ class BatchCalls:
         return _Batch(batch, fresh, copies, None, counter, skipped, prompt)
 
     def _start_batch(self, prepared: _Batch, pool: ThreadPoolExecutor) -> _Batch:
-        """Send the batch's call, once the lease and the consent are checked (right before sending)."""
+        """Send the batch's call, once the lease and the consent are checked (right before sending), unless the
+        person asked the run to stop: a batch boundary, where a stopped run ends."""
         with connection.execute_wrapper(prepared.counter):
             self.record.guard()
+            self.record.stop_if_asked()
         if prepared.prompt is None:
             return prepared
         emails = [item.email for item in prepared.fresh]

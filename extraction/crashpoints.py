@@ -21,6 +21,7 @@ POINTS = (
     "llm_call",  # Gemini has answered (its tokens are spent), the answer is not yet written
     "batch_tx",  # inside a batch's transaction: tasks and ledger rows inserted, not committed
     "after_batch",  # a batch is committed, the next not started
+    "stop",  # the run has seen that its person asked it to stop, its end not yet recorded (in the commit: rolled back)
     "cursor_tx",  # inside the cursor commit: cursors compare-and-swapped, not committed
     "after_commit",  # the run's outcome and cursors are committed, the lease not yet released
 )

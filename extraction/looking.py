@@ -20,6 +20,7 @@ from django.utils.dateparse import parse_datetime
 from accounts.models import User
 from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.muting import MUTED_PREFIX
+from tasks.models import TaskEvent
 
 SESSION_KEY = "runs_since"
 
@@ -81,3 +82,47 @@ def runs_since(*, request: HttpRequest, user: User) -> RunsSince:
     if totals["skipped"]:  # a second query only when something was skipped
         muted = ProcessedEmail.objects.filter(run__in=runs, last_error__startswith=MUTED_PREFIX).count()
     return RunsSince(since=since, runs=max(reads, 1) if finished else 0, started_by=words, muted=muted, **totals)
+
+
+# How many of the changes since the person last looked the run line names one by one (with Undo each); the
+# others are counted, and each is in its task's history in the Done view.
+CHANGES_NAMED = 3
+
+
+@dataclass(frozen=True)
+class RunChanges:
+    """What runs did to existing items since the person last looked: no change is made in silence."""
+
+    closed_by_replies: int  # closed by the person's own reply (their Sent mail)
+    closed_by_others: int  # closed by someone else's email
+    moved: int  # a due date changed
+    named: list[TaskEvent]  # the newest CHANGES_NAMED of them, each with its task
+
+    @property
+    def total(self) -> int:
+        return self.closed_by_replies + self.closed_by_others + self.moved
+
+
+def run_changes_since(*, request: HttpRequest, user: User) -> RunChanges:
+    """The items that runs finished since the start of this page's window closed or re-dated and that are not
+    undone (two queries: the counts, and the few named)."""
+    since = parse_datetime(request.session.get(SESSION_KEY) or "")
+    events = TaskEvent.objects.filter(
+        task__user=user,
+        by=TaskEvent.By.EMAIL,
+        action__in=(TaskEvent.Action.CLOSED, TaskEvent.Action.UPDATED),
+        undone_at__isnull=True,
+        run__finished_at__isnull=False,
+    )
+    if since is not None:
+        events = events.filter(run__finished_at__gt=since)
+    closed = Q(action=TaskEvent.Action.CLOSED)
+    counts = events.aggregate(
+        replies=Count("pk", filter=closed & Q(email_folder="sent")),
+        others=Count("pk", filter=closed & ~Q(email_folder="sent")),
+        moved=Count("pk", filter=Q(action=TaskEvent.Action.UPDATED)),
+    )
+    named = list(events.select_related("task").order_by("-at", "-pk")[:CHANGES_NAMED]) if any(counts.values()) else []
+    return RunChanges(
+        closed_by_replies=counts["replies"], closed_by_others=counts["others"], moved=counts["moved"], named=named
+    )

@@ -87,6 +87,9 @@ class ExtractionRun(TimeStampedModel):
     # Gemini asked to wait (a 429 with a retry delay), or the run lost Redis or PostgreSQL and is queued again
     # after a backoff (INTERRUPTED): no run of this person starts before then.
     retry_after = models.DateTimeField(null=True, blank=True)
+    # When the person asked the run to stop (Stop, or the API's cancel): its runner ends it `cancelled` at its
+    # next batch boundary and moves no cursor (extraction/controls.py).
+    cancel_requested_at = models.DateTimeField("stop asked at", null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)
 

@@ -8,6 +8,9 @@ run fetches the same mail again and skips what the ledger already holds.
 Its parts: extraction/reading.py reads the mailboxes into one stream of emails, extraction/batches.py keeps
 the Gemini calls in flight, extraction/writing.py writes what each batch means; this module keeps the order
 (consent, mailboxes, batches, commit) and the commit, and records how the run ended.
+
+A run its person stops (extraction/controls.py) ends `cancelled` at a batch boundary, or at the commit, and
+moves no cursor: what its batches wrote stays, and the next run fetches the same delta and reads the rest.
 """
 
 from __future__ import annotations
@@ -79,6 +82,10 @@ class ExtractionPipeline:
                 started_at=timezone.now(),
                 deliveries=F("deliveries") + 1,
             )
+            if self.run.cancel_requested_at is not None:
+                # Asked to stop, then its runner died (and the reaper queued it again): it ends before it reads
+                # anything. (A stop asked as this runner took the run is seen at a batch or at the commit.)
+                raise self.record.stop_seen()
             self._check_consent()
             self.reader.open(read_sent=self.choices.read_sent)
             calls = BatchCalls(
@@ -97,7 +104,7 @@ class ExtractionPipeline:
         except SoftTimeLimitExceeded:
             # The job's time is up in the middle of a batch: its transaction rolled back; nothing moved.
             sent = ExtractionRun.objects.filter(pk=self.run.pk).values_list("emails_sent_to_llm", flat=True).first()
-            cut = continued(sent or 0)
+            cut = self.record.stopped() if self.record.stop_asked() else continued(sent or 0)
             self._finish(cut.status, cut.code, cut.message)
         except INFRASTRUCTURE_ERRORS as error:
             self._interrupted(error)
@@ -133,7 +140,11 @@ class ExtractionPipeline:
         """Move every cursor that may move, in one transaction, each a compare-and-swap, or none.
 
         The transaction opens by giving the lease back, which is its fence: the lease row stays locked until
-        commit, and a runner whose token is no longer the row's gives nothing back and commits nothing."""
+        commit, and a runner whose token is no longer the row's gives nothing back and commits nothing. The
+        run's outcome is written only if its person did not ask it to stop: a stopped run moves no cursor, even
+        with every batch written (the next run lists the same mail, finds it all in the ledger, and moves them).
+        That statement locks the run's row, so a stop asked meanwhile (extraction/controls.py locks it too) is
+        either seen here or waits for the commit and is answered as too late: never lost between the two."""
         assert self.record.token is not None
         # Every copy that rode on an email of this run is written with it, or the cursors would pass it.
         assert self.writer.all_written(), "copies of this run's mail left unwritten"
@@ -146,7 +157,7 @@ class ExtractionPipeline:
                 for mailbox in self._mark_read(group, now):
                     reports[mailbox.key]["after"] = mailbox.new_cursor
             left_out = [m for m in self.reader.mailboxes if m.held_back]
-            ExtractionRun.objects.filter(pk=self.run.pk).update(
+            ended = ExtractionRun.objects.filter(pk=self.run.pk, cancel_requested_at__isnull=True).update(
                 status=ExtractionRun.Status.SUCCEEDED,
                 finished_at=now,
                 mailboxes=reports,
@@ -154,6 +165,8 @@ class ExtractionPipeline:
                 error_message=self.reader.left_out_message() if left_out else "",
                 updated_at=now,
             )
+            if not ended:  # its person asked it to stop: every cursor moved above goes back with the raise
+                raise self.record.stop_seen()
             crash_point("cursor_tx")
         self.lease_given_back = True
         crash_point("after_commit")

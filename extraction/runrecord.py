@@ -17,12 +17,21 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.selectors import consent_allows_reading
-from extraction.models import ExtractionRun
+from extraction.crashpoints import crash_point
+from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.services import lease_alive, lease_holds
 
 LEASE_LOST = "Stopped: another run of yours took over; it finishes the work."
+# The error code of a run its person stopped (Stop, or the API's cancel: extraction/controls.py).
+STOPPED = "stopped"
 # What losing Redis or PostgreSQL under a run raises: the run is queued again (`_interrupted`), not failed.
 INFRASTRUCTURE_ERRORS = (redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError)
+
+
+def stopped_message(read: int) -> str:
+    """How a run its person stopped reads, with the emails it handled (its ledger rows) before it stopped."""
+    emails = "1 email" if read == 1 else f"{read} emails"
+    return f"Stopped: {emails} read before you stopped; the rest will be read next time."
 
 
 class LeaseBusy(Exception):
@@ -73,6 +82,26 @@ class RunRecord:
         assert self.token is not None
         if not lease_holds(user_id=self.run.user_id, token=self.token):
             raise RunStopped(ExtractionRun.Status.CANCELLED, "lease_lost", LEASE_LOST)
+
+    def stop_asked(self) -> bool:
+        """Whether the person asked the run to stop (Stop, or the API's cancel: extraction/controls.py)."""
+        return ExtractionRun.objects.filter(pk=self.run.pk, cancel_requested_at__isnull=False).exists()
+
+    def stop_if_asked(self) -> None:
+        """Before a batch is sent, a batch boundary: end the run if its person asked it to stop. What earlier
+        batches wrote stays; no cursor moves (only the commit after every batch moves them)."""
+        if self.stop_asked():
+            raise self.stop_seen()
+
+    def stop_seen(self) -> RunStopped:
+        """The runner has just seen that its person asked the run to stop: how the run ends."""
+        crash_point("stop")  # the stop is seen, the run's end not yet recorded
+        return self.stopped()
+
+    def stopped(self) -> RunStopped:
+        """The end of a run its person stopped, counting what it wrote (every delivery's) up to now."""
+        read = ProcessedEmail.objects.filter(run_id=self.run.pk).count()
+        return RunStopped(ExtractionRun.Status.CANCELLED, STOPPED, stopped_message(read))
 
     def guard(self) -> None:
         """Before each fetch and each Gemini call: the lease is still ours, and consent still stands (a revoke

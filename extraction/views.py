@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from config.errors import ApplicationError, RateLimitedError
 from config.http import is_htmx, request_user
+from extraction.controls import NoConsentError, RunFinishedError, extraction_consent_check, extraction_run_cancel
 from extraction.models import ExtractionRun
 from extraction.muting import sender_mute, sender_unmute
 from extraction.ratelimit import extraction_rate_check
@@ -21,7 +22,20 @@ from tasks.selectors import task_get
 @login_required
 @require_POST
 def extract_now(request: HttpRequest) -> HttpResponse:
-    """The "Extract now" button: queue a run (at most EXTRACTION_RUNS_PER_MINUTE a minute) and show it."""
+    """The "Extract now" button: queue a run (at most EXTRACTION_RUNS_PER_MINUTE a minute) and show it. Without AI
+    consent: say so at once, with the way to give it, and queue nothing."""
+    try:
+        extraction_consent_check(user=request_user(request))
+    except NoConsentError as error:
+        if is_htmx(request):
+            # Beside the run line (in the slot of the rate limit's refusal), which keeps showing the last run.
+            # A 400: the one refusal status, with 429, that the page's htmx swaps in (base.html).
+            response = render(request, "extraction/_no_consent.html", status=400)
+            response["HX-Retarget"] = "#rate-limit"
+            response["HX-Reswap"] = "outerHTML"
+            return response
+        messages.error(request, error.message)
+        return redirect("consent")
     try:
         extraction_rate_check(request=request)
     except RateLimitedError as error:
@@ -53,6 +67,32 @@ def run_status(request: HttpRequest, run_id: int) -> HttpResponse:
     if run.is_finished:
         response["HX-Trigger"] = "tasksChanged"
     return response
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Stop on the run line: the run ends at its next batch boundary (a queued one at once). htmx gets the run
+    line as it stands now; without JavaScript, the list, saying so."""
+    user = request_user(request)
+    try:
+        run = extraction_run_cancel(user=user, run_id=run_id)
+    except RunFinishedError:
+        run = run_get(user=user, run_id=run_id)  # ended before the press: the line tells how
+    except ApplicationError as error:
+        return HttpResponse(error.message, status=error.status)
+    if is_htmx(request):
+        response = render(request, "extraction/_run.html", {"run": run})
+        if run.is_finished:  # as run_status answers a finished run: the list shows what it wrote
+            response["HX-Trigger"] = "tasksChanged"
+        return response
+    if run.status == ExtractionRun.Status.CANCELLED:
+        messages.info(request, "The read was stopped. Your new mail will be read next time.")
+    elif run.is_finished:
+        messages.info(request, "The read had already finished.")
+    else:
+        messages.info(request, "The read stops after the batch it is reading; what it found is kept.")
+    return redirect("home")
 
 
 def _back(request: HttpRequest) -> HttpResponse:

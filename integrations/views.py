@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import wraps
 
 import requests
@@ -54,8 +54,18 @@ class SyncStatus:
     next_read: datetime | None  # the next scheduled read, when one is due
     next_read_note: str  # why there is none, when there is none
     left_out: bool  # the latest run could not read all of it
-    push: str  # "on", "off" (not set up here), "failed" or "lapsed"
+    push: str  # "on", "off" (not set up here), "setting_up", "failed" or "lapsed"
     push_note: str  # how new mail of it is read, in one sentence
+    first_read: str  # before its first successful read: "waiting", "in_progress" or "failed"; "" once read
+
+
+# How long after a connect a mailbox without a push channel reads as being set up, not as a failure. The
+# connect queues the channel's opening at once (it takes seconds), and beat's maintenance opens a missing one
+# every PUSH_MAINTAIN_SECONDS (5 minutes): two more tries fit in it. A first opening the provider refused
+# leaves no channel to hold its error, so past this a channel still missing is the failure. Counted from the
+# mailbox's first connect (`created_at`): a reconnect keeps no time of its own, so a mailbox reconnected long
+# after its first connect shows the failure for the seconds until its channel opens.
+PUSH_SETUP_GRACE = timedelta(minutes=10)
 
 
 def _push(integration: Integration, *, now: datetime) -> tuple[str, str]:
@@ -65,6 +75,12 @@ def _push(integration: Integration, *, now: datetime) -> tuple[str, str]:
     channel = getattr(integration, "push_channel", None)
     if channel is None and not push_enabled(integration.provider):
         return "off", f"Push is not set up on this Tasklift: new mail is read {sweep}."
+    if (
+        channel is None
+        and integration.status == Integration.Status.ACTIVE
+        and now - integration.created_at < PUSH_SETUP_GRACE
+    ):
+        return "setting_up", f"Setting up instant updates… Until they are on, new mail is read {sweep}."
     if channel is None or channel.last_error:
         # The provider's own words stay in the admin; polling covers the mailbox meanwhile.
         return "failed", f"Push could not be turned on for this mailbox: new mail is read {sweep} until it can."
@@ -100,7 +116,26 @@ def _problem(integration: Integration) -> tuple[str, str, bool]:
     )
 
 
-def _sync_status(status: MailboxStatus, *, consent: bool, now: datetime, left_out: set[str]) -> SyncStatus:
+def _first_read(integration: Integration, *, run: ExtractionRun | None, missed: bool) -> str:
+    """Where a mailbox never read successfully stands: its first read failed (a fetch refused, or the latest
+    run that opened it failed), is under way (a run queued or running), or is still to come."""
+    if integration.last_success_at is not None:
+        return ""
+    failed_run = (
+        run is not None
+        and run.status == ExtractionRun.Status.FAILED
+        and any(key.partition(":")[0] == str(integration.pk) for key in run.mailboxes)  # "<id>:sent" too
+    )
+    if integration.last_error_code or integration.status != Integration.Status.ACTIVE or missed or failed_run:
+        return "failed"
+    if run is not None and run.status in (ExtractionRun.Status.QUEUED, ExtractionRun.Status.RUNNING):
+        return "in_progress"
+    return "waiting"
+
+
+def _sync_status(
+    status: MailboxStatus, *, consent: bool, now: datetime, left_out: set[str], run: ExtractionRun | None
+) -> SyncStatus:
     integration = status.integration
     problem, fix, reconnect = _problem(integration)
     active = integration.status == Integration.Status.ACTIVE
@@ -115,7 +150,10 @@ def _sync_status(status: MailboxStatus, *, consent: bool, now: datetime, left_ou
     healthy = active and not problem and not status.unread and not missed
     health = "Healthy" if healthy else ("Needs reconnecting" if not active else "Having trouble")
     push, push_note = _push(integration, now=now)
-    return SyncStatus(status, healthy, health, problem, fix, reconnect, next_read, note, missed, push, push_note)
+    first_read = _first_read(integration, run=run, missed=missed)
+    return SyncStatus(
+        status, healthy, health, problem, fix, reconnect, next_read, note, missed, push, push_note, first_read
+    )
 
 
 @login_required
@@ -130,7 +168,9 @@ def mailboxes(request: HttpRequest) -> HttpResponse:
         for key, report in (run.mailboxes.items() if run and run.error_code == "partial" else [])
         if isinstance(report, dict) and report.get("status") in ("failed", "partial")
     }
-    statuses = [_sync_status(s, consent=consent, now=now, left_out=left_out) for s in mailbox_status_list(user=user)]
+    statuses = [
+        _sync_status(s, consent=consent, now=now, left_out=left_out, run=run) for s in mailbox_status_list(user=user)
+    ]
     skipped, skipped_count = skipped_list(user=user)
     context = {
         "statuses": statuses,

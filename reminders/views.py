@@ -155,8 +155,15 @@ def calendar_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def calendar_revoke(request: HttpRequest, feed_id: int) -> HttpResponse:
+    """Revoke one of the person's live links. Any other id (unknown, another person's, revoked already) gets
+    the same words, so that nothing tells whether someone else's link has that id."""
     if calendar_feed_revoke(user=request_user(request), feed_id=feed_id):
         messages.success(request, "The calendar link is revoked: calendars subscribed to it get nothing more.")
+    else:
+        messages.error(
+            request,
+            "That calendar link is not there any more (revoked already, or not one of yours): nothing was changed.",
+        )
     return redirect("settings")
 
 

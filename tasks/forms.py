@@ -20,6 +20,7 @@ class TaskForm(forms.Form):
                 "hx-swap": "outerHTML",
                 "aria-describedby": "quick-add-preview",
                 "autocomplete": "off",
+                "placeholder": "Add a task: “Call Sam tomorrow 3pm”",
             }
         ),
     )

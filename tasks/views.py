@@ -427,28 +427,66 @@ def task_status(request: HttpRequest, task_id: int) -> HttpResponse:
     return render(request, "tasks/_undo.html", {"undo": notice, "oob": True})
 
 
+MAX_TASK_ID = 2**63 - 1  # a task id is a PostgreSQL bigint: a longer number is no task's, not a 500
+
+
+def _bulk_ids(values: list[str]) -> tuple[list[int], int]:
+    """The task ids a bulk post names, and how many of its other values name no task at all (letters, signs,
+    other digits than 0-9, numbers past any id); blank values name nothing."""
+    ids: set[int] = set()
+    garbled: set[str] = set()
+    for value in values:
+        value = value.strip()
+        if value.isascii() and value.isdigit() and 0 < int(value) <= MAX_TASK_ID:
+            ids.add(int(value))
+        elif value:
+            garbled.add(value)
+    return sorted(ids), len(garbled)
+
+
+def _bulk_left_out(count: int) -> str:
+    """What a bulk post says of the tasks it named that are not (or no longer) the person's ("" for none)."""
+    if not count:
+        return ""
+    if count == 1:
+        return " 1 of the selected tasks is no longer there and was left out."
+    return f" {count} of the selected tasks are no longer there and were left out."
+
+
 @login_required
 @require_POST
 def task_bulk(request: HttpRequest) -> HttpResponse:
-    """Done, dismiss or reopen the selected tasks; also what Undo posts (`undo=1`, back to `status`)."""
+    """Done, dismiss or reopen the selected tasks; also what Undo posts (`undo=1`, back to `status`).
+
+    Every answer has a message: ids of no task of the person's (deleted, another person's, or not ids at
+    all) are counted and named, never silently dropped."""
     user = request_user(request)
-    ids = sorted({int(i) for i in request.POST.getlist("task_ids") if i.isdigit()})
+    ids, garbled = _bulk_ids(request.POST.getlist("task_ids"))
     status = request.POST.get("status", "")
     undoing = request.POST.get("undo") == "1"
     if not ids:
         notice = _undo_notice(message="Select at least one task first.", ids=[], previous="")
-        return _answer_with_undo(request, notice, refresh=False)
+        response = _answer_with_undo(request, notice, refresh=False)
+        if is_htmx(request):
+            response.status_code = 400  # the caller's mistake; htmx still swaps a 400 into #undo
+        return response
     try:
         # Undo of the person's own Done or Dismiss puts back what they had: not a reopen by hand.
         count = task_bulk_set_status(user=user, task_ids=ids, status=status, by_hand=not undoing)
     except ApplicationError as error:
         notice = _undo_notice(message=error.message, ids=[], previous="")
         return _answer_with_undo(request, notice, refresh=False)
-    if undoing:
-        notice = _undo_notice(message="Undone.", ids=[], previous="")
+    not_found = len(ids) - count + garbled
+    if not count:
+        # Gone since the list was drawn (another tab, a run), or never the person's: the list is refreshed so
+        # that rows of tasks no longer there leave it too.
+        those = "That task is" if not_found == 1 else "Those tasks are"
+        notice = _undo_notice(message=f"{those} no longer there: nothing was changed.", ids=[], previous="")
+    elif undoing:
+        notice = _undo_notice(message="Undone." + _bulk_left_out(not_found), ids=[], previous="")
     else:
         words = STATUS_DONE_WORDS[Task.Status(status)]
-        message = f"{count} task{'s' if count != 1 else ''} {words}."
+        message = f"{count} task{'s' if count != 1 else ''} {words}." + _bulk_left_out(not_found)
         notice = _undo_notice(message=message, ids=ids, previous=request.POST.get("previous", ""))
     return _answer_with_undo(request, notice, refresh=True)
 
@@ -488,7 +526,15 @@ def task_event_undo_view(request: HttpRequest, task_id: int, event_id: int) -> H
         task = task_event_undo(user=request_user(request), task_id=task_id, event_id=event_id)
     except ApplicationError as error:
         return _refused(request, error)
-    return _answer_with_row(request, task, f"Undone: “{task.title}” is as it was before that email.")
+    message = f"Undone: “{task.title}” is as it was before that email."
+    if request.POST.get("from") == "run" and is_htmx(request):
+        # From the run line: the notice, the run line drawn again (out of band), and the list (the task is back).
+        notice = _undo_notice(message=message, ids=[], previous="")
+        run = run_latest(user=request_user(request))
+        response = render(request, "tasks/_undo_from_run.html", {"undo": notice, "run": run})
+        response["HX-Trigger"] = "tasksChanged"
+        return response
+    return _answer_with_row(request, task, message)
 
 
 SUGGESTION_ANSWERS = {"accept": True, "dismiss": False}

@@ -1,7 +1,7 @@
 """The security-sensitive dependencies have floors above their known advisories, and the lock honours them.
 
 When a new advisory is published: add it below, raise the floor in pyproject.toml, `uv lock`, and run
-pip-audit as the README says ("Auditing the dependencies").
+pip-audit as docs/security.md says ("Auditing the dependencies").
 """
 
 from __future__ import annotations

@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django import template
+from django.http import HttpRequest
 
-from extraction.looking import RunsSince, runs_since
+from accounts.models import User
+from extraction.looking import RunChanges, RunsSince, run_changes_since, runs_since
 from extraction.models import ExtractionRun
+from extraction.runrecord import STOPPED
 from extraction.selectors import mailboxes_to_reconnect
 
 register = template.Library()
@@ -62,6 +65,8 @@ def run_problem(run: ExtractionRun | None) -> Problem | None:
         return None
     if run.error_code.startswith("llm_"):
         return LLM_PROBLEM
+    if run.error_code == STOPPED:  # its message counts what it read: "Stopped: 20 emails read before you stopped…"
+        return Problem(run.error_message.removesuffix("."), warning=True)
     return PROBLEMS.get(run.error_code, OTHER_PROBLEM if run.status == ExtractionRun.Status.FAILED else None)
 
 
@@ -79,7 +84,20 @@ def left_out(run: ExtractionRun) -> list[str]:
 @register.simple_tag(takes_context=True)
 def runs_since_looked(context: template.Context) -> RunsSince | None:
     """The runs finished since the person last looked, for the run line (None outside a signed-in page)."""
+    signed_in = _signed_in(context)
+    return runs_since(request=signed_in[0], user=signed_in[1]) if signed_in else None
+
+
+@register.simple_tag(takes_context=True)
+def run_changes_since_looked(context: template.Context) -> RunChanges | None:
+    """What those runs did to existing items, for the run line (None outside a signed-in page)."""
+    signed_in = _signed_in(context)
+    return run_changes_since(request=signed_in[0], user=signed_in[1]) if signed_in else None
+
+
+def _signed_in(context: template.Context) -> tuple[HttpRequest, User] | None:
+    """The page's request and its person, on a signed-in page."""
     request = context.get("request")
     if request is None or not request.user.is_authenticated:
         return None
-    return runs_since(request=request, user=request.user)
+    return request, request.user

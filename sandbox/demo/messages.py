@@ -1,16 +1,23 @@
-"""A demo inbox: about forty realistic raw emails for the sandbox mailbox.
+"""The demo mailboxes: about forty realistic raw emails received, and a few the demo person sent.
 
-`demo_messages(now)` builds them as RFC 822 bytes dated over the six days before `now`, oldest first, so a
+`demo_messages(now)` builds the inbox as RFC 822 bytes dated over the six days before `now`, oldest first, so a
 seven-day backfill sees every one. The mix is what a real inbox holds: asks from colleagues, clients and
 vendors, invoices, a contract, an urgent approval, newsletters, receipts, automated notifications, reply
 threads with quoted history and signatures, HTML-only mail, multipart/alternative mail, an attachment,
 quoted-printable and ISO-8859-1 bodies, French, Spanish and German mail, and one very long update.
 
-`EXPECTED_ASKS` maps each Subject to the number of tasks the sandbox reader (sandbox/reader.py, after the
+`demo_mail(now, owner=...)` is the whole mailbox, inbox and Sent mail, oldest first. The Sent mail (Gmail's
+SENT label, Outlook's sentitems, From the mailbox's owner) is what a first read of Sent mail finds: a promise
+("You promised"), an ask of someone nobody has answered ("Waiting for"), and a reply in the thread of an
+inbox ask that delivers it, so that ask is "Done by your reply".
+
+`EXPECTED_ASKS` maps each inbox Subject to the number of tasks the sandbox reader (sandbox/reader.py, after the
 body has been cleaned by integrations/mail/clean.py) finds in it. Each ask is written as one sentence with
 one ask phrase; mail that should yield nothing avoids ask phrases, or is a newsletter, receipt or automated
 notification, which the reader skips whatever it says. Asks that appear only in quoted history (">" lines)
-do not count.
+do not count. `EXPECTED_PROMISES` and `EXPECTED_WAITING` do the same for the Sent mail (READER.md §8.1),
+`CLOSED_BY_REPLY` names the inbox asks the Sent mail closes (§8.2), and `EXPECTED_TASKS` and `EXPECTED_OPEN`
+are what the first run makes of it all: every item, and the Open list by Subject.
 
 Message-IDs are stable (they do not depend on `now`), so seeding the demo twice does not duplicate mail.
 """
@@ -24,6 +31,7 @@ from email import policy
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime
+from typing import Literal
 
 DEMO_ADDRESS = "demo@tasklift.test"
 DEMO_NAME = "Demo User"
@@ -610,13 +618,20 @@ def _french_minutes(msg: EmailMessage, ctx: _Ctx) -> None:
     )
 
 
-def _budget_reply(msg: EmailMessage, ctx: _Ctx) -> None:
-    mine = ctx.sent - timedelta(hours=18)
-    original = ctx.sent - timedelta(days=2, hours=5)
-    history = (
+_BUDGET_COMMENTS_BEFORE_REPLY = timedelta(hours=18)  # the person's comments, this long before Jane's answer
+
+
+def _budget_comments_body(mine: datetime) -> str:
+    """The person's reply to Jane's ask (Sent mail, sent at `mine`), which Jane's answer quotes: its "Here are"
+    delivers the review she asked for, so the reader closes that task (READER.md §8.2)."""
+    original = mine - timedelta(days=1, hours=11)
+    return (
         "Hi Jane,\n"
         "\n"
-        "I went through the deck. Slides 4 and 9 need updated numbers; everything else looks good to me.\n"
+        "Here are my comments on the Q4 budget deck: slides 4 and 9 need updated numbers; "
+        "everything else looks good to me.\n"
+        "\n"
+        "Demo\n"
         "\n"
         + _gmail_wrote(original, "Jane Doe <jane.doe@example.com>")
         + "\n"
@@ -625,6 +640,10 @@ def _budget_reply(msg: EmailMessage, ctx: _Ctx) -> None:
             "Could you review the Q4 budget deck by Friday?\n\n" + _JANE_SIGNATURE
         )
     )
+
+
+def _budget_reply(msg: EmailMessage, ctx: _Ctx) -> None:
+    mine = ctx.sent - _BUDGET_COMMENTS_BEFORE_REPLY
     _text(
         msg,
         "Hi Demo,\n"
@@ -632,7 +651,7 @@ def _budget_reply(msg: EmailMessage, ctx: _Ctx) -> None:
         "I have folded your comments into version 3 of the deck. "
         "Could you also sign off on the headcount slide before Thursday's leadership meeting?\n"
         "\n" + _JANE_SIGNATURE + "\n"
-        "\n" + _gmail_wrote(mine, _demo_who()) + "\n" + _quote(history) + "\n",
+        "\n" + _gmail_wrote(mine, _demo_who()) + "\n" + _quote(_budget_comments_body(mine)) + "\n",
     )
 
 
@@ -987,6 +1006,40 @@ def _urgent_po(msg: EmailMessage, ctx: _Ctx) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------
+# Bodies of the person's own Sent mail
+
+
+def _fit_out_quote(msg: EmailMessage, ctx: _Ctx) -> None:
+    _text(
+        msg,
+        "Hi Ingrid,\n"
+        "\n"
+        "Thank you for walking me through the studio this morning; the extra meeting room changes the numbers.\n"
+        "I'll send you the revised quote by Friday.\n"
+        "\n"
+        "Best regards,\n"
+        "Demo\n",
+    )
+
+
+def _customer_day_venue(msg: EmailMessage, ctx: _Ctx) -> None:
+    _text(
+        msg,
+        "Hi Tiago,\n"
+        "\n"
+        "The customer day in Lisbon is set for the second week of next month, with about sixty guests.\n"
+        "Could you confirm the venue by Tuesday?\n"
+        "\n"
+        "Thanks,\n"
+        "Demo\n",
+    )
+
+
+def _budget_comments(msg: EmailMessage, ctx: _Ctx) -> None:
+    _text(msg, _budget_comments_body(ctx.sent))
+
+
+# --------------------------------------------------------------------------------------------------------
 # The inbox, oldest first
 
 _DEMOS: tuple[_Demo, ...] = (
@@ -1141,7 +1194,7 @@ _DEMOS: tuple[_Demo, ...] = (
         "q4-budget-deck-reply",
         "Jane Doe",
         "jane.doe@example.com",
-        "Re: Q4 budget deck review",
+        "Re: Re: Q4 budget deck review",  # Jane answers the person's "Re:" (Sent mail below), as mail clients write it
         1,
         _budget_reply,
         in_reply_to="demo.q4-budget-deck-mine@tasklift.test",
@@ -1330,9 +1383,100 @@ _DEMOS: tuple[_Demo, ...] = (
 EXPECTED_ASKS: dict[str, int] = {demo.subject: demo.asks for demo in _DEMOS}
 
 
+# --------------------------------------------------------------------------------------------------------
+# The person's Sent mail: Gmail's SENT label, Outlook's sentitems. Its first read (the Sent mail of the two
+# weeks before a mailbox was connected) shows the three things only Sent mail gives: a promise, an ask of
+# someone still unanswered, and an ask of the inbox that the person's reply delivered.
+
+
+@dataclass(frozen=True)
+class _Sent:
+    slug: str  # its Message-ID is <demo.SLUG@tasklift.test>, whoever owns the mailbox
+    to_name: str
+    to_address: str
+    subject: str
+    fill: _Fill
+    before: timedelta  # sent this long before `anchor`'s message (before `now`, without one)
+    anchor: str | None = None  # slug of the inbox message it is dated from
+    in_reply_to: str | None = None  # Message-ID (without brackets) of the message it answers
+    promises: int = 0  # commitments the reader finds in it (sandbox/READER.md §8.1)
+    waits_for: int = 0  # waiting items the reader finds in it
+    closes: int = 0  # asks of the message it answers that it delivers (§8.2), so the run closes them
+
+
+_SENT: tuple[_Sent, ...] = (
+    _Sent(
+        "q4-budget-deck-mine",
+        "Jane Doe",
+        "jane.doe@example.com",
+        "Re: Q4 budget deck review",
+        _budget_comments,
+        before=_BUDGET_COMMENTS_BEFORE_REPLY,
+        anchor="q4-budget-deck-reply",
+        in_reply_to="demo.q4-budget-deck@example.com",
+        closes=1,
+    ),
+    _Sent(
+        "customer-day-venue",
+        "Tiago Costa",
+        "tiago.costa@example.com",
+        "Customer day in Lisbon: venue",
+        _customer_day_venue,
+        before=timedelta(days=1, hours=2, minutes=40),
+        waits_for=1,
+    ),
+    _Sent(
+        "nordlys-fit-out",
+        "Ingrid Larsen",
+        "ingrid.larsen@nordlys.example.no",
+        "Nordlys studio fit-out",
+        _fit_out_quote,
+        before=timedelta(hours=3, minutes=50),  # recent: read the day the demo is loaded, "by Friday" is ahead
+        promises=1,
+    ),
+)
+
+
 def _message_id(demo: _Demo) -> str:
     domain = demo.sender_address.rpartition("@")[2]
     return f"<demo.{demo.slug}@{domain}>"
+
+
+def _sent_message_id(sent: _Sent) -> str:
+    return f"<demo.{sent.slug}@{DEMO_ADDRESS.rpartition('@')[2]}>"
+
+
+_BY_ID: dict[str, _Demo | _Sent] = {_message_id(d): d for d in _DEMOS} | {_sent_message_id(s): s for s in _SENT}
+
+# What the first read of the demo mailboxes gives, by Subject (Sent mail's subjects are unique too).
+EXPECTED_PROMISES: dict[str, int] = {sent.subject: sent.promises for sent in _SENT if sent.promises}
+EXPECTED_WAITING: dict[str, int] = {sent.subject: sent.waits_for for sent in _SENT if sent.waits_for}
+# Asks of the inbox that the person's Sent reply delivers: "Done by your reply", in the Done view.
+CLOSED_BY_REPLY: dict[str, int] = {
+    _BY_ID[f"<{sent.in_reply_to}>"].subject: sent.closes for sent in _SENT if sent.closes and sent.in_reply_to
+}
+# Every item the first run makes ("N tasks created"), and the Open list it leaves (asks and promises; the
+# waiting items are in "Waiting for"), by Subject.
+EXPECTED_TASKS: int = sum(EXPECTED_ASKS.values()) + sum(EXPECTED_PROMISES.values()) + sum(EXPECTED_WAITING.values())
+EXPECTED_OPEN: dict[str, int] = {
+    subject: count
+    for subject, count in (
+        *((s, n - CLOSED_BY_REPLY.get(s, 0)) for s, n in EXPECTED_ASKS.items()),
+        *EXPECTED_PROMISES.items(),
+    )
+    if count
+}
+
+
+def _references(in_reply_to: str) -> str:
+    """The References of a reply to `in_reply_to` (RFC 5322 §3.6.4): that message's own References, when it is
+    a demo message, then its Message-ID."""
+    chain = [f"<{in_reply_to}>"]
+    parent = _BY_ID.get(chain[0])
+    while parent is not None and parent.in_reply_to:
+        chain.insert(0, f"<{parent.in_reply_to}>")
+        parent = _BY_ID.get(chain[0])
+    return " ".join(chain)
 
 
 def _sent_times(now: datetime, count: int) -> list[datetime]:
@@ -1357,9 +1501,31 @@ def _build(demo: _Demo, sent: datetime) -> bytes:
     msg["Message-ID"] = _message_id(demo)
     if demo.in_reply_to:
         msg["In-Reply-To"] = f"<{demo.in_reply_to}>"
-        msg["References"] = f"<{demo.in_reply_to}>"
+        msg["References"] = _references(demo.in_reply_to)
     demo.fill(msg, _Ctx(sent=sent))
     return msg.as_bytes()
+
+
+def _build_sent(sent: _Sent, at: datetime, owner: str) -> bytes:
+    msg = EmailMessage(policy=policy.SMTP)
+    msg["From"] = Address(DEMO_NAME, addr_spec=owner)
+    msg["To"] = Address(sent.to_name, addr_spec=sent.to_address)
+    msg["Subject"] = sent.subject
+    msg["Date"] = format_datetime(at)
+    msg["Message-ID"] = _sent_message_id(sent)
+    if sent.in_reply_to:
+        msg["In-Reply-To"] = f"<{sent.in_reply_to}>"
+        msg["References"] = _references(sent.in_reply_to)
+    sent.fill(msg, _Ctx(sent=at))
+    return msg.as_bytes()
+
+
+def _aware(now: datetime) -> datetime:
+    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+
+def _inbox_times(now: datetime) -> dict[str, datetime]:
+    return dict(zip((demo.slug for demo in _DEMOS), _sent_times(now, len(_DEMOS)), strict=True))
 
 
 def demo_messages(now: datetime) -> list[bytes]:
@@ -1367,7 +1533,29 @@ def demo_messages(now: datetime) -> list[bytes]:
 
     A naive `now` is taken as UTC.
     """
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    times = _sent_times(now, len(_DEMOS))
-    return [_build(demo, sent) for demo, sent in zip(_DEMOS, times, strict=True)]
+    times = _inbox_times(_aware(now))
+    return [_build(demo, times[demo.slug]) for demo in _DEMOS]
+
+
+@dataclass(frozen=True)
+class DemoMail:
+    """One message of a demo mailbox: `folder` "inbox" (received) or "sent" (sent by the mailbox's owner)."""
+
+    folder: Literal["inbox", "sent"]
+    raw: bytes
+    at: datetime  # its Date header: when it was received, or sent
+
+
+def demo_mail(now: datetime, *, owner: str = DEMO_ADDRESS) -> list[DemoMail]:
+    """The whole demo mailbox of `owner`, oldest first: the inbox of `demo_messages` and the Sent mail `owner`
+    wrote (From `owner`), each dated relative to `now` within the six days before it. Delivered in this
+    order, each reply finds the message it answers already there, in whichever folder, as a conversation needs.
+    """
+    now = _aware(now)
+    times = _inbox_times(now)
+    latest = now.replace(second=0, microsecond=0)
+    mail = [DemoMail("inbox", _build(demo, times[demo.slug]), times[demo.slug]) for demo in _DEMOS]
+    for sent in _SENT:
+        at = (times[sent.anchor] if sent.anchor else latest) - sent.before
+        mail.append(DemoMail("sent", _build_sent(sent, at, owner), at))
+    return sorted(mail, key=lambda m: m.at)

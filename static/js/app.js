@@ -76,7 +76,8 @@
   // The list fetches itself again when tasks change (a run, another tab), and a search or a filter redraws it.
   // Neither answer replaces the list while the person works in a row: while they edit a task or type its snooze
   // date (their typing would be lost), nor while a task's own request (Done, Dismiss, Snooze, a save) is on
-  // its way (its answer goes to the row, and its notice with Undo, out of band, would go nowhere). The list is
+  // its way (its answer goes to the row, and its notice with Undo, out of band, would go nowhere), nor while a
+  // row's menu is open. The list is
   // then asked again once the row is free: by the search form when a search was held back, else by the list.
   // Ticked boxes stay ticked across a refresh.
   var waiting = null; // what asks again: the list, or the search form whose answer was held back
@@ -85,9 +86,10 @@
   function editing() { return document.querySelector("#task-list .editing") !== null; }
   function typingSnooze() {
     var focused = document.activeElement;
-    return Boolean(focused && focused.closest && focused.closest("#task-list details[data-snooze][open]"));
+    return Boolean(focused && focused.closest && focused.closest("#task-list [data-snooze]:not([hidden])"));
   }
-  function rowBusy() { return editing() || typingSnooze() || rowRequests > 0; }
+  function menuOpen() { return document.querySelector('#task-list [role="menu"]:not([hidden])') !== null; }
+  function rowBusy() { return editing() || typingSnooze() || menuOpen() || rowRequests > 0; }
   function holdBack(source) {
     if (!waiting || (source && source.id === "task-filters")) waiting = source || list();
   }
@@ -145,4 +147,6 @@
   // The snooze date left (focus elsewhere, or its field closed) without a request: the list may ask again.
   document.addEventListener("focusout", function () { setTimeout(askAgain, 0); });
   document.addEventListener("toggle", function () { setTimeout(askAgain, 0); }, true);
+  document.addEventListener("click", function () { setTimeout(askAgain, 0); }); // a row's menu closed
+  document.addEventListener("keyup", function (event) { if (event.key === "Escape") setTimeout(askAgain, 0); });
 })();

@@ -17,7 +17,7 @@
     ["s", "Snooze the task to a date"],
     ["/", "Search"],
     ["n", "New task"],
-    ["Escape", "Cancel an edit, close the email or this list"],
+    ["Escape", "Cancel an edit, close a menu, the snooze date, the email or this list"],
     ["?", "This list of keys"],
   ];
 
@@ -40,6 +40,7 @@
     if (!row) return false;
     current = row.id;
     var target = action ? row.querySelector('[data-action="' + action + '"]') : null;
+    if (target && target.checkVisibility && !target.checkVisibility()) target = null; // in the row's closed menu
     if (!target) {
       row.setAttribute("tabindex", "-1");
       target = row;
@@ -122,6 +123,8 @@
     var at = all.indexOf(currentRow());
     var next = at === -1 ? (step > 0 ? 0 : all.length - 1) : Math.min(Math.max(at + step, 0), all.length - 1);
     focusRow(all[next]);
+    // The reading pane beside the list follows the task the keys are on (static/js/pane.js).
+    document.dispatchEvent(new CustomEvent("tasklift:moved", { detail: { row: all[next] } }));
   }
 
   function focusField(selector) {
@@ -132,15 +135,8 @@
     return true;
   }
 
-  // Snooze has no button to click: its date field opens in place, and Enter there snoozes.
-  function openSnooze(row) {
-    var details = row.querySelector("details[data-snooze]");
-    var field = details && details.querySelector("input[name='snoozed_until']");
-    if (!field) return false;
-    details.open = true;
-    field.focus();
-    return true;
-  }
+  // Snooze has no button to click: its date field opens in place (static/js/menus.js), and Enter there snoozes.
+  function openSnooze(row) { return Boolean(window.TaskliftSnooze && window.TaskliftSnooze(row)); }
 
   document.addEventListener("keydown", function (event) {
     if (!list()) return;

@@ -38,6 +38,7 @@ from sandbox.server import SandboxServer
 from tests.factories import PASSWORD
 
 CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screens"  # what the browser tests saw
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -413,3 +414,21 @@ def tab_to(page: Any, locator: Any, *, most: int = 60) -> None:
         if page.evaluate("element => document.activeElement === element", element):
             return
     raise AssertionError(f"not reached within {most} Tab presses: {locator}")
+
+
+def open_row_menu(row: Any) -> Any:
+    """Open a task row's menu (the "More actions" button) as a person would, and return the menu."""
+    from playwright.sync_api import expect
+
+    row.locator("[data-action='menu']").click()
+    menu = row.locator("[role='menu']")
+    expect(menu).to_be_visible()
+    return menu
+
+
+def row_action(row: Any, action: str) -> None:
+    """Click one of a task row's actions as a person would: Done or Reopen on the row, any other from its menu."""
+    if action in ("done", "reopen"):
+        row.locator(f".task-actions [data-action='{action}']").click()
+    else:
+        open_row_menu(row).locator(f"[data-action='{action}']").click()

@@ -33,7 +33,7 @@ from tasks.models import Task
 from tasks.services import task_set_status
 from tasks.snooze import person_today, task_snooze
 from tests.conftest import GmailBox, run_extraction
-from tests.e2e.conftest import chromium, watch_errors
+from tests.e2e.conftest import chromium, row_action, watch_errors
 from tests.tasks.test_reading_pane import lease_mail
 
 pytestmark = pytest.mark.e2e
@@ -106,12 +106,12 @@ def test_axe_every_page_1280_and_390(
 
     def edit_row(page: Any) -> None:
         open_home(page)
-        page.locator(f"#task-{task.pk} [data-action='edit']").click()
+        row_action(page.locator(f"#task-{task.pk}"), "edit")
         expect(page.locator(f"#task-{task.pk} input[name='title']")).to_be_focused()
 
     def pane_dialog(page: Any) -> None:
         open_home(page)
-        page.locator(f"#task-{task.pk} [data-action='read']").click()
+        row_action(page.locator(f"#task-{task.pk}"), "read")
         expect(page.locator("#email-pane mark")).to_be_visible()
 
     def keys_help(page: Any) -> None:

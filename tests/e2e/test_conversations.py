@@ -65,6 +65,23 @@ def extract_now(page: Page, user: User) -> ExtractionRun:
     raise AssertionError("the run did not finish")
 
 
+def first_read_of_anns_ask(
+    page: Page, live_site: str, sandbox: SandboxClient, sandbox_url: str, user: User
+) -> dict[str, Any]:
+    """Ann's ask in the demo address's Gmail, connected in the browser and read by "Extract now": its task is
+    listed. Returns the sandbox's message (its id, for a reply in its thread)."""
+    sandbox.create_mailbox(DEMO_ADDRESS)
+    asked: dict[str, Any] = sandbox.deliver(
+        DEMO_ADDRESS, incoming("The deck", "Hi,\nCould you send me the deck by Friday?\nAnn\n", sender=ANN)
+    )
+    log_in_and_consent(page, live_site)
+    connect_gmail(page, live_site, sandbox_url=sandbox_url)
+    page.get_by_role("link", name="Tasks", exact=True).click()
+    extract_now(page, user)
+    expect(row(page, ASK_TITLE)).to_have_count(1, timeout=LIVE_WITHIN_MS)
+    return asked
+
+
 def test_a_reply_closes_its_task_on_the_open_page_undo_brings_it_back_and_an_answer_closes_a_waiting_item(
     live_site: str,
     live_server: LiveServer,
@@ -76,16 +93,8 @@ def test_a_reply_closes_its_task_on_the_open_page_undo_brings_it_back_and_an_ans
 ) -> None:
     page = browser_page
     page_errors, server_errors = watch_errors(page)
-    sandbox.create_mailbox(DEMO_ADDRESS)
-    asked = sandbox.deliver(
-        DEMO_ADDRESS, incoming("The deck", "Hi,\nCould you send me the deck by Friday?\nAnn\n", sender=ANN)
-    )
-    log_in_and_consent(page, live_site)
-    connect_gmail(page, live_site, sandbox_url=sandbox_server.url)
-    page.get_by_role("link", name="Tasks", exact=True).click()
-    extract_now(page, demo_user)
+    asked = first_read_of_anns_ask(page, live_site, sandbox, sandbox_server.url, demo_user)
     task = row(page, ASK_TITLE)
-    expect(task).to_have_count(1, timeout=LIVE_WITHIN_MS)
     page.evaluate("window.__notReloaded = true")
 
     # The person answers in Gmail: the reply is in Sent, in the thread of Ann's email.

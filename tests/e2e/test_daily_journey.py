@@ -1,8 +1,9 @@
 """A person's whole day with Tasklift in Chromium, as the issue's must-show lists it.
 
 Sign up (the time zone comes from the browser) → the email's confirmation link → AI consent → connect the demo Gmail and
-Outlook mailboxes of that address (the same 43 emails in both) → Extract now → 30 tasks, not 60, each with both mailbox
-badges → edit a title and a due date → Done + Undo → Dismiss → the Done view → search → a run started through the API
+Outlook mailboxes of that address (the same 46 emails in both, 3 of them Sent mail) → Extract now → 30 tasks on the open
+list, not 60 (an ask done by the person's reply, a promise of theirs), each with both mailbox badges → edit a title and
+a due date → Done + Undo → Dismiss → the Done view (with "Done by your reply") → search → a run started through the API
 with a personal access token shows its new task in the open page without a reload → the session ends elsewhere and Done
 lands on the login page → the token lists the tasks, and no token is a 401.
 
@@ -33,7 +34,7 @@ from extraction.models import ExtractionRun
 from integrations.models import Integration
 from sandbox.client import SandboxClient
 from sandbox.demo import load_demo_mailbox, load_demo_outlook
-from sandbox.demo.messages import EXPECTED_ASKS
+from sandbox.demo.messages import CLOSED_BY_REPLY, EXPECTED_OPEN, EXPECTED_TASKS, EXPECTED_WAITING
 from sandbox.server import SandboxServer
 from tasks.models import Task, TaskLink
 from tasks.services import task_create, task_set_status
@@ -44,6 +45,7 @@ from tests.e2e.conftest import (
     chromium,
     confirm_signup,
     press_extract_now,
+    row_action,
     watch_errors,
 )
 from tests.factories import IntegrationFactory, UserFactory
@@ -205,7 +207,7 @@ def test_daily_journey(
     context.set_default_timeout(10_000)
     page: Page = context.new_page()
     page_errors, server_errors = watch_errors(page)
-    expected_tasks = sum(EXPECTED_ASKS.values())
+    expected_tasks = sum(EXPECTED_OPEN.values())  # the open list: asks and promises
     assert expected_tasks == 30
 
     # 1. Sign up: the time zone is the browser's.
@@ -247,9 +249,9 @@ def test_daily_journey(
     expect(tasks).to_have_count(expected_tasks)
     # Last week's mail already past due is under "From before you connected", collapsed: opened to act on it.
     page.locator("#task-list details.earlier-group > summary").click()
-    expect(page.locator("#run-status")).to_contain_text(f"{expected_tasks} tasks created")
+    expect(page.locator("#run-status")).to_contain_text(f"{EXPECTED_TASKS} tasks created")
     rows = read_rows(page)
-    wanted = Counter({subject: count for subject, count in EXPECTED_ASKS.items() if count})
+    wanted = Counter(EXPECTED_OPEN)
     shown = Counter(row["subject"] for row in rows)
     assert shown == wanted, f"missing {dict(wanted - shown)}, unexpected {dict(shown - wanted)}"
     badges = tasks.evaluate_all(
@@ -261,8 +263,8 @@ def test_daily_journey(
         for provider, href in row_badges:
             prefix = "https://mail.google.com/" if provider == "gmail" else "https://outlook.office365.com/"
             assert href.startswith(prefix), (row, provider, href)
-    assert Task.objects.filter(user=user).count() == expected_tasks
-    assert TaskLink.objects.filter(task__user=user).count() == 2 * expected_tasks
+    assert Task.objects.filter(user=user).count() == EXPECTED_TASKS  # with the waiting item and the closed ask
+    assert TaskLink.objects.filter(task__user=user).count() == 2 * EXPECTED_TASKS
     snap(page, "04-tasks")
 
     # 5. Edit a title and a due date in place: the row moves to another group (in the person's time zone).
@@ -277,7 +279,7 @@ def test_daily_journey(
     # As a person would, on a list that has finished redrawing after the run: an edit asked for while a refresh
     # is on its way is swapped into a row the refresh then replaces (seen about once in seven runs).
     page.wait_for_function("() => !document.querySelector('.htmx-request')")
-    edited.locator('[data-action="edit"]').click()
+    row_action(edited, "edit")
     form = page.locator(f"#task-{edited_id}.editing")
     expect(form).to_be_visible()
     form.locator(f"#task-{edited_id}-title").fill("Book the offsite venue by Friday")
@@ -317,7 +319,7 @@ def test_daily_journey(
     # 7. Dismiss one; mark the edited one done (for the Done view).
     dismissed = row_of(page, DISMISSED)
     dismissed_id = int(str(dismissed.get_attribute("data-task-id")))
-    dismissed.locator('[data-action="dismiss"]').click()
+    row_action(dismissed, "dismiss")
     expect(page.locator("#undo")).to_contain_text("dismissed")
     expect(tasks).to_have_count(expected_tasks - 1)
     snap(page, "07-dismissed")
@@ -327,11 +329,12 @@ def test_daily_journey(
     assert Task.objects.get(pk=dismissed_id).status == Task.Status.DISMISSED
     assert Task.objects.get(pk=edited_id).status == Task.Status.DONE
 
-    # 8. The Done view: the edited task, with its new title and due date.
+    # 8. The Done view: the edited task, with its new title and due date, and the ask the person's reply closed.
     page.locator("#tab-done").click()
     expect(page).to_have_url(f"{live_site}/?status=done")
     expect(page.locator("#tab-done")).to_have_attribute("aria-current", "page")
-    expect(tasks).to_have_count(1)
+    expect(tasks).to_have_count(1 + sum(CLOSED_BY_REPLY.values()))
+    expect(page.locator("#task-list .closed-by-words")).to_have_text([re.compile("^Done by your reply")])
     expect(page.locator(f"#task-{edited_id} .task-title")).to_have_text("Book the offsite venue by Friday")
     expect(page.locator(f"#task-{edited_id} .badge.due")).to_have_attribute("data-due", due.isoformat())
     expect(page.locator(f'#task-{edited_id} [data-action="reopen"]')).to_be_visible()
@@ -411,7 +414,7 @@ def test_daily_journey(
     items = listed.json()["items"]
     open_ids = set(Task.objects.filter(user=user, status=Task.Status.OPEN).values_list("pk", flat=True))
     assert {item["id"] for item in items} == open_ids, (len(items), len(open_ids), listed.json().get("next"))
-    assert len(items) == expected_tasks - 1
+    assert len(items) == expected_tasks - 1 + sum(EXPECTED_WAITING.values())  # the API lists waiting items too
     assert NEW_SUBJECT in {item["email_subject"] for item in items}
     for item in items:
         if item["email_subject"] != NEW_SUBJECT:

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from pytest_django import Settings
 
 from tasks.services import task_create
-from tests.e2e.conftest import chromium, new_page, watch_errors
+from tests.e2e.conftest import chromium, new_page, row_action, watch_errors
 from tests.factories import UserFactory
 
 
@@ -32,7 +32,7 @@ def test_inline_edit_mistake_shows_errors_in_the_row_under_debug(
         expect(page).to_have_url(f"{live_site}/")
 
         row = page.locator(f"#task-{task.pk}")
-        row.locator('[data-action="edit"]').click()
+        row_action(row, "edit")
         editing = page.locator(f"#task-{task.pk}.editing")
         expect(editing).to_be_visible()
         editing.get_by_label("Title").fill("")

@@ -13,6 +13,7 @@ from accounts.models import User
 from extraction.models import ExtractionRun, MutedSender, ProcessedEmail
 from tasks.models import Task
 from tests.conftest import GmailBox, run_extraction
+from tests.e2e.conftest import open_row_menu, row_action
 from tests.extraction.test_muted_sender import colleague_ask, vendor_ask
 
 pytestmark = pytest.mark.e2e
@@ -27,7 +28,7 @@ def test_muted_sender_is_skipped_by_the_next_run_shown_in_settings_and_undone(
     page = signed_in
     page.reload()
     vendor = page.locator("#task-list > li.task", has_text="vendor plan 1")
-    vendor.get_by_role("button", name="Never make tasks from this sender").click()
+    open_row_menu(vendor).get_by_role("menuitem", name="Never make tasks from this sender").click()
     expect(page.locator(".messages")).to_contain_text("Tasklift will make no more tasks from sales@vendor.example")
     expect(page.locator("#task-list > li.task", has_text="vendor plan 1")).to_have_count(1)  # the task stays
 
@@ -50,10 +51,11 @@ def test_muted_sender_is_skipped_by_the_next_run_shown_in_settings_and_undone(
     # "Not a task" on a dismissed one.
     page.goto(f"{live_site}/")
     colleague = page.locator("#task-list > li.task", has_text="quarterly report 1")
-    colleague.locator("[data-action='dismiss']").click()
+    row_action(colleague, "dismiss")
     expect(page.locator("#undo")).to_contain_text("dismissed")
     page.goto(f"{live_site}/?status=dismissed")
-    page.locator("#task-list > li.task", has_text="quarterly report 1").get_by_role("button", name="Not a task").click()
+    dismissed = page.locator("#task-list > li.task", has_text="quarterly report 1")
+    open_row_menu(dismissed).get_by_role("menuitem", name="Not a task").click()
     expect(page.locator(".messages")).to_contain_text("Tasklift will make no more tasks from alex@example.com")
     page.goto(f"{live_site}/settings/")
     expect(page.locator("#muted-list .address")).to_have_text("alex@example.com")

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from tasks.models import Task
 from tasks.snooze import person_today
-from tests.e2e.conftest import chromium, watch_errors
+from tests.e2e.conftest import chromium, row_action, watch_errors
 from tests.factories import UserFactory
 
 
@@ -50,7 +50,7 @@ def test_quick_add_preview_snooze_and_reminder_settings_in_the_browser(
         expect(row.locator(".badge.due")).to_have_attribute("data-due", tomorrow.isoformat())
 
         # Snooze it to next week: the row goes, the notice says until when.
-        row.locator('[data-action="snooze"]').click()
+        row_action(row, "snooze")
         row.locator('input[name="snoozed_until"]').fill((tomorrow + timedelta(days=7)).isoformat())
         row.locator('[data-action="snooze-save"]').click()
         expect(page.locator("#undo")).to_contain_text("snoozed until")

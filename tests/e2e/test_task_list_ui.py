@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from accounts.models import User
 from tasks.models import Task
-from tests.e2e.conftest import chromium, confirm_signup, watch_errors
+from tests.e2e.conftest import chromium, confirm_signup, row_action, watch_errors
 
 PHONE = {"width": 390, "height": 844}
 WIDE_PAGES = ["/", "/?status=done", "/mailboxes/", "/settings/", "/consent/"]
@@ -43,7 +43,7 @@ def test_signup_edit_undo_and_phone_width(
         page.locator("#add-task-button").click()
         row = page.locator("#task-list > li.task").first
         expect(row).to_be_visible()
-        row.locator('[data-action="edit"]').click()
+        row_action(row, "edit")
         editing = page.locator("#task-list > li.task.editing")
         expect(editing).to_be_visible()
         editing.locator("textarea").fill("Mention the boiler")
@@ -68,6 +68,7 @@ def test_signup_edit_undo_and_phone_width(
                     .map(b => b.textContent.trim())"""
             )
             assert small == [], f"{path}: buttons too small to tap: {small}"
+        page.locator("#nav-toggle").click()  # at 390 px the navigation is behind Menu
         page.locator("#nav-settings").click()
         expect(page.locator("#id_timezone")).to_have_value(re.compile("^Pacific/Auckland$"))
         assert page_errors == []

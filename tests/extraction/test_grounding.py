@@ -14,7 +14,7 @@ from accounts.models import User
 from extraction.grounding import MAX_SENTENCE_CHARS, sentence_found
 from extraction.models import ExtractionRun, ProcessedEmail
 from sandbox.client import SandboxClient
-from sandbox.demo.messages import EXPECTED_ASKS
+from sandbox.demo.messages import EXPECTED_TASKS
 from tasks.models import Task
 from tasks.services import task_create
 from tests.conftest import GmailBox, connect_gmail, run_extraction
@@ -89,7 +89,7 @@ def test_each_task_keeps_its_sentence_and_the_page_and_the_api_show_it(
     assert task.sentence == "Could you review <b>the Q3</b> plan by Friday?"
     client.force_login(consenting_user)
     page = client.get("/").content.decode()
-    assert "<q>Could you review &lt;b&gt;the Q3&lt;/b&gt; plan by Friday?</q>" in page  # quoted, escaped
+    assert '<q class="task-sentence" dir="auto">Could you review &lt;b&gt;the Q3&lt;/b&gt; plan by Friday?</q>' in page
     assert "<b>the Q3</b>" not in page
     assert client.get(f"/api/tasks/{task.pk}").json()["sentence"] == task.sentence
     assert client.get("/api/tasks").json()["items"][0]["sentence"] == task.sentence
@@ -206,5 +206,5 @@ def test_every_task_of_the_demo_mail_keeps_its_sentence(
 
     assert run.status == ExtractionRun.Status.SUCCEEDED, run.error_message
     assert run.tasks_ungrounded == 0
-    assert Task.objects.count() == sum(EXPECTED_ASKS.values())
+    assert Task.objects.count() == EXPECTED_TASKS  # the inbox's asks and the Sent mail's items
     assert not Task.objects.filter(sentence="").exists()

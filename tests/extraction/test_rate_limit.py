@@ -20,6 +20,7 @@ from django.test import Client, RequestFactory
 from django_ratelimit.core import get_usage
 
 from accounts.models import User
+from accounts.services import consent_grant
 from extraction.models import ExtractionRun
 from extraction.ratelimit import GROUP
 from tests.factories import UserFactory
@@ -42,6 +43,7 @@ def start_of_a_fresh_window(user: User) -> None:
 def test_seventh_extract_now_in_a_minute_is_refused(
     client: Client, user: User, broker_queue: Callable[[], int], django_capture_on_commit_callbacks
 ) -> None:
+    consent_grant(user=user)  # no run is started without AI consent
     client.force_login(user)
     start_of_a_fresh_window(user)
     for _ in range(6):
@@ -63,15 +65,19 @@ def test_seventh_extract_now_in_a_minute_is_refused(
 
 
 def test_the_limit_is_per_person(client: Client, user: User) -> None:
+    consent_grant(user=user)  # no run is started without AI consent
     client.force_login(user)
     start_of_a_fresh_window(user)
     for _ in range(7):
         client.post("/extract", HTTP_HX_REQUEST="true")
-    client.force_login(UserFactory())
+    other = UserFactory()
+    consent_grant(user=other)
+    client.force_login(other)
     assert client.post("/extract", HTTP_HX_REQUEST="true").status_code == 202
 
 
 def test_api_start_is_limited_too(client: Client, user: User) -> None:
+    consent_grant(user=user)  # no run is started without AI consent
     client.force_login(user)
     start_of_a_fresh_window(user)
     statuses = [client.post("/api/extraction/runs").status_code for _ in range(7)]
@@ -82,6 +88,7 @@ def test_api_start_is_limited_too(client: Client, user: User) -> None:
 
 
 def test_a_second_press_while_a_run_waits_reuses_it(client: Client, user: User) -> None:
+    consent_grant(user=user)  # no run is started without AI consent
     client.force_login(user)
     client.post("/extract", HTTP_HX_REQUEST="true")
     client.post("/extract", HTTP_HX_REQUEST="true")
@@ -138,7 +145,9 @@ def two_web_processes(transactional_db: None) -> Iterator[list[str]]:
 
 @pytest.mark.slow  # it starts a process (tests/slow.py)
 def test_the_limit_holds_across_two_web_processes(two_web_processes: list[str], broker_queue) -> None:
-    start_of_a_fresh_window(UserFactory(email="spread@example.com"))
+    spread = UserFactory(email="spread@example.com")
+    consent_grant(user=spread)  # no run is started without AI consent
+    start_of_a_fresh_window(spread)
     session = requests.Session()
     session.trust_env = False
     first, second = two_web_processes

@@ -13,7 +13,7 @@ import requests
 from django.conf import settings
 
 from sandbox.client import SandboxClient
-from sandbox.demo.messages import demo_messages
+from sandbox.demo.messages import demo_mail
 
 ADDRESS = "newcomer@example.org"
 PKCE = "x" * 43
@@ -76,7 +76,7 @@ def test_the_consent_page_fills_any_address_with_the_demo_mail_once(sandbox: San
     filled = http.post(f"{settings.SANDBOX_URL}{action}", data=fields, allow_redirects=False, timeout=10)
 
     assert filled.status_code == 200, filled.text  # the consent page again, to allow or deny
-    expected = len(demo_messages(datetime.now(UTC)))
+    expected = len(demo_mail(datetime.now(UTC)))  # the inbox and the Sent mail
     assert f"{ADDRESS} now holds the {expected} demo emails" in filled.text
     assert f'value="{ADDRESS}"' in filled.text  # the address stays typed in
     assert hidden_fields(filled.text) == hidden_fields(page.text)  # the same authorization request

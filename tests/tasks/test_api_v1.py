@@ -283,6 +283,7 @@ def test_runs_list_newest_first_in_pages_and_read_one(api: Api) -> None:
 
 
 def test_extract_now_queues_a_run_and_is_rate_limited(api: Api) -> None:
+    consent_grant(user=api.user)
     start_of_a_fresh_window(api.user)
     response = api.post("/api/extraction/runs")
     assert response.status_code == 202 and response.json()["trigger"] == "api"

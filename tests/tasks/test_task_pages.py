@@ -161,7 +161,7 @@ def test_edit_in_place_changes_title_notes_due_date_and_priority(client: Client,
     assert response["HX-Trigger-After-Settle"] == "tasksChanged"
     row = response.content.decode()
     assert f'id="task-{task.pk}"' in row and "Call the plumber back" in row
-    assert "Ask about<br>the boiler" in row  # notes are shown
+    assert "Ask about\nthe boiler</span>" in row  # notes are shown, on the row's one line
     task.refresh_from_db()
     assert (task.title, task.notes, task.due_date, task.priority) == (
         "Call the plumber back", "Ask about\nthe boiler", due, "high"
