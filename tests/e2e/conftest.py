@@ -312,6 +312,9 @@ def press_extract_now(page: Any, live_site: str) -> str:
     """Home (no task yet) → Extract now → wait until the run has finished; returns how it ended."""
     from playwright.sync_api import expect
 
+    toggle = page.locator("#nav-toggle")  # the navigation is behind "Menu" on a phone
+    if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
     page.get_by_role("link", name="Tasks", exact=True).click()
     expect(page).to_have_url(f"{live_site}/")
     expect(page.locator("#mailbox-needed")).to_have_count(0)

@@ -107,19 +107,28 @@ def snap(page: Page, name: str) -> None:
     """`name`-1280.png and `name`-390.png of the page as it is now (the viewport is resized, not reloaded);
     at 390 px the page must not scroll sideways."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    journey = page.viewport_size or WIDE
     page.set_viewport_size(WIDE)
     page.screenshot(path=str(ARTIFACTS / f"{name}-1280.png"), full_page=True)
     page.set_viewport_size(PHONE)
     width = phone_width(page)
     page.screenshot(path=str(ARTIFACTS / f"{name}-390.png"), full_page=True)
-    page.set_viewport_size(WIDE)
+    page.set_viewport_size(journey)
     assert width <= PHONE["width"], f"{name}: {page.url} is {width}px wide at 390px"
+
+
+def nav_to(page: Page, item: str) -> None:
+    """Follow a link of the header's navigation, behind "Menu" on a phone, as a person would."""
+    toggle = page.locator("#nav-toggle")
+    if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+    page.locator(f"#{item}").click()
 
 
 def connect_mailbox(page: Page, live_site: str, provider: str) -> None:
     """Mailboxes → Connect Gmail/Outlook → the sandbox consent page, with the new account's address typed in
     → Allow/Accept → back on Mailboxes with the mailbox active."""
-    page.locator("#nav-mailboxes").click()
+    nav_to(page, "nav-mailboxes")
     expect(page).to_have_url(f"{live_site}/mailboxes/")
     if provider == "Gmail":
         page.locator("#connect-gmail").click()
@@ -196,14 +205,16 @@ def api(live_site: str, method: str, path: str, token: str | None) -> requests.R
 
 # The journey ---------------------------------------------------------------------------------------
 @pytest.mark.e2e
+@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1280", "390"])
 def test_daily_journey(
     live_site: str,
     journey_mailboxes: str,
     sandbox: SandboxClient,
     celery_worker: Any,
     journey_browser: Any,
+    viewport: ViewportSize,
 ) -> None:
-    context = journey_browser.new_context(viewport=WIDE, timezone_id=TIME_ZONE)
+    context = journey_browser.new_context(viewport=viewport, timezone_id=TIME_ZONE)
     context.set_default_timeout(10_000)
     page: Page = context.new_page()
     page_errors, server_errors = watch_errors(page)
@@ -226,7 +237,7 @@ def test_daily_journey(
     expect(page.locator("#mailbox-needed")).to_be_visible()
 
     # 2. AI consent.
-    page.locator("#nav-consent").click()
+    nav_to(page, "nav-consent")
     expect(page.locator("#consent-status")).to_contain_text("No consent")
     snap(page, "02-consent")
     page.get_by_role("button", name=re.compile(r"^I agree")).click()
@@ -397,7 +408,7 @@ def test_daily_journey(
     poller = re.compile(r"/tasks/changes\?")
     page.route(poller, lambda route: route.fulfill(status=204))
     tab.goto(f"{live_site}/")
-    tab.locator("#logout").click()
+    nav_to(tab, "logout")
     expect(tab.locator("#logout")).to_have_count(0)
     pressed = row_of(page, SEARCHED)
     pressed_id = int(str(pressed.get_attribute("data-task-id")))
