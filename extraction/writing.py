@@ -23,12 +23,13 @@ from extraction.crashpoints import crash_point
 from extraction.grounding import sentence_seen
 from extraction.llm import ExtractedTask, LLMError, LLMResult
 from extraction.models import ExtractionRun, ProcessedEmail
+from extraction.muting import own_addresses
 from extraction.prompt import temp_id
 from extraction.reading import SourcedEmail
 from extraction.runrecord import RunRecord
 from extraction.services import INBOX, LedgerEntry, ledger_record
 from integrations.mail.message import Email
-from tasks.conversation import EmailChange, conversation_changes_apply, conversation_old_sentences
+from tasks.conversation import EmailChange, conversation_changes_apply, conversation_old_sentences, participants_of
 from tasks.models import Task
 from tasks.services import EmailCopy, EmailTaskRow, task_insert_from_emails, task_link_copies
 
@@ -43,6 +44,13 @@ class BatchWriter:
         # Emails sent to Gemini in this run and not yet written, by Message-ID, with the copies of each that
         # reached another mailbox in the same run: those ride along, written (linked) with their original.
         self.riders: dict[tuple[str, str], list[SourcedEmail]] = {}
+        self.own: set[str] | None = None  # the person's addresses, read once a batch changes an item
+
+    def _own(self, changes: list[EmailChange]) -> set[str]:
+        """The person's own addresses (extraction.muting): their email may change any of their items."""
+        if self.own is None and changes:
+            self.own = own_addresses(user=self.record.run.user)
+        return self.own or set()
 
     def rides(self, item: SourcedEmail) -> bool:
         """Whether this email is a copy of one already on its way to Gemini in this run (a batch in flight,
@@ -170,6 +178,7 @@ class BatchWriter:
                     conversation_key=email.conversation_key,
                     kind=task.kind,
                     waiting_on=task.waiting_on,
+                    participants=participants_of(email),
                 )
                 for task in found
             )
@@ -246,7 +255,7 @@ class BatchWriter:
         created = task_insert_from_emails(rows=rows, kinds=kinds)
         task_link_copies(copies=linked)
         changed = conversation_changes_apply(
-            user_id=self.record.run.user_id, changes=changes, run_id=self.record.run.pk
+            user_id=self.record.run.user_id, changes=changes, run_id=self.record.run.pk, own=self._own(changes)
         )
         ledger_record(entries=entries, run_id=self.record.run.pk)
         crash_point("batch_tx")

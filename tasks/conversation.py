@@ -6,7 +6,8 @@ by an email again: the email leaves a `suggested` row instead.
 Called inside the transaction that writes the batch (extraction/writing.py), so a change and its history row
 are committed together or not at all. The history row goes first and is unique on its task, email and action
 (`one_change_per_email_and_action`): a batch read again after a crash, or a replayed email, finds its row and
-changes nothing twice, even a task the person reopened since.
+changes nothing twice, even a task the person reopened since. Only the people of the conversation may change an
+item (`may_change`): anyone else's email leaves a `suggested` row too.
 
 Also what the prompt and the writer need to know of a conversation: its open items before an email
 (`conversation_open_items`) and the sentences earlier items of it came from (`conversation_old_sentences`).
@@ -17,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from email.utils import parseaddr
 from typing import Literal
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from integrations.mail.message import Email
 from tasks.models import Task, TaskEvent
 
 
@@ -107,9 +110,30 @@ def conversation_old_sentences(*, user_id: int, keys: Collection[str]) -> list[t
     return found
 
 
-def conversation_changes_apply(*, user_id: int, changes: Sequence[EmailChange], run_id: int | None) -> ChangeCounts:
+def participants_of(email: Email) -> str:
+    """The addresses of an email's From, To and Cc, lower-cased and space-separated (Task.participants)."""
+    found = [parseaddr(email.sender)[1], *(r.address for r in (*email.to, *email.cc))]
+    return " ".join(dict.fromkeys(address.lower() for address in found if address))
+
+
+def may_change(task: Task, change: EmailChange, own: Collection[str]) -> bool:
+    """Whether `change`'s email may close or re-date `task` itself: only when its sender is the person (any of
+    their addresses), or one of the people of the email the item came from (who asked, whom they asked, who
+    was on it), or whom a waiting item waits on. Message-IDs travel in every forward and quoted reply, so a
+    stranger can write into any conversation: their email only suggests (SECURITY.md, "Conversations")."""
+    sender = parseaddr(change.sender)[1].lower()
+    if not sender:
+        return False
+    people = {*own, *task.participants.split()}
+    people.update(parseaddr(named)[1].lower() for named in (task.email_sender, task.waiting_on) if named)
+    return sender in people
+
+
+def conversation_changes_apply(
+    *, user_id: int, changes: Sequence[EmailChange], run_id: int | None, own: Collection[str] = ()
+) -> ChangeCounts:
     """Apply what emails did to the person's open items, each change with its history row. Inside the
-    caller's transaction (the batch's)."""
+    caller's transaction (the batch's). `own`: the person's addresses (see `may_change`)."""
     counts = ChangeCounts()
     if not changes:
         return counts
@@ -121,7 +145,7 @@ def conversation_changes_apply(*, user_id: int, changes: Sequence[EmailChange], 
             continue  # closed meanwhile, by its person or by an earlier email of this batch
         if change.outcome == "updated" and task.due_date == change.due_date:
             continue
-        if task.hand_changed:
+        if task.hand_changed or not may_change(task, change, own):
             action = TaskEvent.Action.SUGGESTED
         elif change.outcome == "delivered":
             action = TaskEvent.Action.CLOSED

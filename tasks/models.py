@@ -72,6 +72,9 @@ class Task(TimeStampedModel):
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.ASK, db_default=Kind.ASK)
     # For a waiting item: whom the person asked ("Name <address>", as in a To header); "" otherwise.
     waiting_on = models.CharField(max_length=500, blank=True, default="", db_default="")
+    # The people of the email it came from (From, To and Cc addresses, lower-cased, space-separated): with the
+    # person's own addresses, the only senders whose later email may close or re-date it (tasks/conversation.py).
+    participants = models.TextField(blank=True, default="", db_default="")
     # The person edited or reopened it by hand: no email closes or changes it automatically again; what an
     # email would have done is kept as a `suggested` event and shown on it instead.
     hand_changed = models.BooleanField(default=False, db_default=False)

@@ -66,6 +66,7 @@ class EmailTaskRow:
     conversation_key: str = ""  # the email's conversation (Email.conversation_key)
     kind: str = Task.Kind.ASK  # asked of the person, promised by them, or what they wait for
     waiting_on: str = ""  # a waiting item's recipient ("Name <address>")
+    participants: str = ""  # the email's From, To and Cc addresses (Task.participants)
 
 
 def task_insert_from_emails(*, rows: list[EmailTaskRow], kinds: Counter[str] | None = None) -> int:
@@ -83,6 +84,9 @@ def task_insert_from_emails(*, rows: list[EmailTaskRow], kinds: Counter[str] | N
 
 
 _SENTENCE_MAX = Task._meta.get_field("sentence").max_length or 0
+
+
+_PARTICIPANTS_MAX = 20_000  # addresses of an email's headers, bounded (conversation.MAX_RECIPIENTS each)
 
 
 def _task_insert(rows: list[EmailTaskRow], kinds: Counter[str]) -> int:
@@ -105,6 +109,7 @@ def _task_insert(rows: list[EmailTaskRow], kinds: Counter[str]) -> int:
         "conversation_key": ("text", [db_text(r.conversation_key)[:512] for r in rows]),
         "kind": ("text", [r.kind for r in rows]),
         "waiting_on": ("text", [shown_text(r.waiting_on)[:500] for r in rows]),
+        "participants": ("text", [db_text(r.participants)[:_PARTICIPANTS_MAX] for r in rows]),
     }
     names = ", ".join(columns)
     unnest = ", ".join(f"%s::{kind}[]" for kind, _ in columns.values())

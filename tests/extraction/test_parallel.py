@@ -33,7 +33,9 @@ def test_batches_are_read_together_and_written_each_once(
     settings.EXTRACTION_LLM_CONCURRENCY = 4
     for n in range(40):
         gmail.deliver(ask(n))
-    sandbox.set_gemini_latency(400)
+    # Long enough that the fetching and writing around the calls, slow on a loaded machine (0.9 s was seen for
+    # what takes 0.1 s idle), stay well within it: one after the other, the calls would start 4.5 s apart.
+    sandbox.set_gemini_latency(1500)
     before = gmail.cursor
 
     run = run_extraction(consenting_user)
@@ -43,7 +45,7 @@ def test_batches_are_read_together_and_written_each_once(
     assert len(calls) == run.llm_calls == 4
     # The four calls were made while each other were waiting on Gemini: all began within one latency.
     starts = sorted(call["at"] for call in calls)
-    assert starts[-1] - starts[0] < 0.4
+    assert starts[-1] - starts[0] < 1.5
     assert Task.objects.filter(user=consenting_user).count() == 40
     assert ProcessedEmail.objects.filter(integration=gmail.integration).count() == 40
     assert gmail.cursor != before

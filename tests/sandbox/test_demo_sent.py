@@ -166,7 +166,10 @@ def test_the_demo_outlook_holds_the_sent_mail_in_sentitems_once(
     assert conversations["Re: Re: Q4 budget deck review"] == conversations[CLOSED[0]]
 
 
-def test_filling_a_mailbox_with_the_demo_counts_its_sent_mail(sandbox_server: SandboxServer) -> None:
+def test_filling_a_mailbox_with_the_demo_counts_its_sent_mail(
+    sandbox: SandboxClient, sandbox_server: SandboxServer
+) -> None:
+    """On a sandbox reset for the test (`sandbox`): another test of this process may have filled the address."""
     assert demo_fill_if_empty(sandbox_server.state, "gmail", ADDRESS) == len(demo_mail(NOW)) == len(EXPECTED_ASKS) + 3
     assert demo_fill_if_empty(sandbox_server.state, "gmail", ADDRESS) == 0
 
