@@ -13,6 +13,7 @@ from extraction.looking import RunChanges, RunsSince, run_changes_since, runs_si
 from extraction.models import ExtractionRun
 from extraction.runrecord import STOPPED
 from extraction.selectors import mailboxes_to_reconnect
+from integrations.models import FIRST_READ, Integration, SyncCursor
 
 register = template.Library()
 
@@ -101,3 +102,19 @@ def _signed_in(context: template.Context) -> tuple[HttpRequest, User] | None:
     if request is None or not request.user.is_authenticated:
         return None
     return request, request.user
+
+
+@register.filter
+def first_sent_reads(run: ExtractionRun) -> list[Integration]:
+    """The person's mailboxes whose Sent mail is being read for the first time by this run, while it runs (one
+    query; none once it has finished: the cursor then has its position)."""
+    if run.is_finished:
+        return []
+    return list(
+        Integration.objects.filter(
+            user_id=run.user_id,
+            status=Integration.Status.ACTIVE,
+            cursors__purpose=SyncCursor.Purpose.SENT_MAIL,
+            cursors__value=FIRST_READ,
+        ).order_by("pk")
+    )

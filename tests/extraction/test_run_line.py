@@ -12,6 +12,7 @@ from django.test import Client
 from accounts.models import User
 from extraction.models import ExtractionRun
 from extraction.pipeline import extraction_run_execute
+from integrations.models import FIRST_READ, SyncCursor
 from sandbox.client import SandboxClient
 from tests.conftest import GmailBox
 from tests.mail import ask, rfc822
@@ -87,3 +88,27 @@ def test_what_the_line_sums_starts_again_where_the_person_last_looked(
     latest = run(consenting_user, ExtractionRun.Trigger.WEBHOOK)
     said = line(client.get(f"/runs/{latest.pk}", headers=HTMX).content.decode())
     assert "1 new email, 1 read by Gemini, 1 task created" in said, said
+
+
+def test_while_a_first_read_of_sent_mail_runs_the_line_names_the_mailbox_and_not_once_it_is_done(
+    client: Client, gmail: GmailBox, consenting_user: User
+) -> None:
+    """Issue 31: one line per mailbox for what the person must know, naming the provider, gone once untrue."""
+    sent, _ = SyncCursor.objects.update_or_create(
+        integration=gmail.integration, purpose=SyncCursor.Purpose.SENT_MAIL, defaults={"value": FIRST_READ}
+    )
+    running = ExtractionRun.objects.create(
+        user=consenting_user, trigger=ExtractionRun.Trigger.MANUAL, status=ExtractionRun.Status.RUNNING
+    )
+    client.force_login(consenting_user)
+    words = f"Gmail {gmail.address}: reading your Sent mail for the first time"
+
+    assert words in line(client.get(f"/runs/{running.pk}", headers=HTMX).content.decode())
+
+    sent.value = "12345"  # read: the cursor has a position
+    sent.save(update_fields=["value"])
+    assert words not in line(client.get(f"/runs/{running.pk}", headers=HTMX).content.decode())
+    SyncCursor.objects.filter(pk=sent.pk).update(value=FIRST_READ)
+    running.status = ExtractionRun.Status.SUCCEEDED
+    running.save(update_fields=["status"])
+    assert words not in line(client.get(f"/runs/{running.pk}", headers=HTMX).content.decode())  # not running
