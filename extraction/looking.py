@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.postgres.aggregates import ArrayAgg
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -107,15 +107,27 @@ def run_changes_since(*, request: HttpRequest, user: User) -> RunChanges:
     """The items that runs finished since the start of this page's window closed or re-dated and that are not
     undone (two queries: the counts, and the few named)."""
     since = parse_datetime(request.session.get(SESSION_KEY) or "")
-    events = TaskEvent.objects.filter(
-        task__user=user,
+    events = _changes(task__user=user, run__finished_at__isnull=False)
+    if since is not None:
+        events = events.filter(run__finished_at__gt=since)
+    return _changes_counted(events)
+
+
+def run_changes_of(*, run: ExtractionRun) -> RunChanges:
+    """What one run closed or re-dated and is not undone: the notice its end leaves above the list."""
+    return _changes_counted(_changes(run=run))
+
+
+def _changes(**where: object) -> QuerySet[TaskEvent]:
+    return TaskEvent.objects.filter(
         by=TaskEvent.By.EMAIL,
         action__in=(TaskEvent.Action.CLOSED, TaskEvent.Action.UPDATED),
         undone_at__isnull=True,
-        run__finished_at__isnull=False,
+        **where,
     )
-    if since is not None:
-        events = events.filter(run__finished_at__gt=since)
+
+
+def _changes_counted(events: QuerySet[TaskEvent]) -> RunChanges:
     closed = Q(action=TaskEvent.Action.CLOSED)
     counts = events.aggregate(
         replies=Count("pk", filter=closed & Q(email_folder="sent")),

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from config.errors import ApplicationError, RateLimitedError
 from config.http import is_htmx, request_user
 from extraction.controls import NoConsentError, RunFinishedError, extraction_consent_check, extraction_run_cancel
+from extraction.looking import run_changes_of
 from extraction.models import ExtractionRun
 from extraction.muting import sender_mute, sender_unmute
 from extraction.ratelimit import extraction_rate_check
@@ -63,9 +64,12 @@ def run_status(request: HttpRequest, run_id: int) -> HttpResponse:
         run = run_get(user=request_user(request), run_id=run_id)
     except ApplicationError as error:
         return HttpResponse(error.message, status=error.status)
-    response = render(request, "extraction/_run.html", {"run": run})
-    if run.is_finished:
-        response["HX-Trigger"] = "tasksChanged"
+    if not run.is_finished:
+        return render(request, "extraction/_run.html", {"run": run})
+    # The run has just ended for this page: the list is drawn again, and a task the run closed or re-dated
+    # leaves a notice with its Undo, as Done by hand does (the run line names each too).
+    response = render(request, "extraction/_run_ended.html", {"run": run, "changed": run_changes_of(run=run)})
+    response["HX-Trigger"] = "tasksChanged"
     return response
 
 

@@ -38,6 +38,8 @@ def test_silent_change_a_reply_that_closes_a_task_is_named_on_the_run_line_with_
 
     # The row leaves the list, and the run line says which task went and why, with its Undo.
     expect(row(page, ASK_TITLE)).to_have_count(0, timeout=LIVE_WITHIN_MS)
+    expect(page.locator("#undo")).to_contain_text(f"“{ASK_TITLE}” closed by your reply.")  # as Done by hand
+    expect(page.locator("#undo-button")).to_be_visible()
     expect(changes).to_be_visible()
     expect(changes.locator(".run-changes-count")).to_have_text("1 closed by your reply:")
     named = changes.locator("li", has_text=ASK_TITLE)

@@ -8,13 +8,16 @@ import re
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from accounts.models import User
 from extraction.models import ExtractionRun
 from extraction.pipeline import extraction_run_execute
 from integrations.models import FIRST_READ, SyncCursor
 from sandbox.client import SandboxClient
+from tasks.models import Task, TaskEvent
 from tests.conftest import GmailBox
+from tests.extraction.test_conversation_items import ASK, email, read, sent
 from tests.mail import ask, rfc822
 
 pytestmark = pytest.mark.django_db
@@ -112,3 +115,26 @@ def test_while_a_first_read_of_sent_mail_runs_the_line_names_the_mailbox_and_not
     running.status = ExtractionRun.Status.SUCCEEDED
     running.save(update_fields=["status"])
     assert words not in line(client.get(f"/runs/{running.pk}", headers=HTMX).content.decode())  # not running
+
+
+def test_a_run_that_closed_a_task_leaves_a_notice_with_undo_when_its_line_ends(client: Client, gmail: GmailBox) -> None:
+    """Issue 31, no change in silence: the poll that sees the run end draws the line and, out of band, the notice
+    above the list (as Done by hand does); its Undo puts the task back."""
+    read(gmail, email(1, ASK))
+    task = Task.objects.get(user=gmail.integration.user)
+    run = read(gmail, sent(2, "Hi Ada,\nHere is the deck.\nBest, Person"))
+    ExtractionRun.objects.filter(pk=run.pk).update(status=ExtractionRun.Status.SUCCEEDED, finished_at=timezone.now())
+    client.force_login(gmail.integration.user)
+
+    ended = client.get(f"/runs/{run.pk}", headers={"HX-Request": "true"}).content.decode()
+
+    notice = ended[ended.index('<div id="undo"') :]
+    assert 'hx-swap-oob="true"' in notice.split(">")[0]
+    assert f"“{task.title}” closed by your reply." in re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", notice))
+    event = task.events.get(action=TaskEvent.Action.CLOSED)
+    undo = f"/tasks/{task.pk}/history/{event.pk}/undo"
+    assert f'action="{undo}"' in notice
+    client.post(undo, {"from": "run"}, headers={"HX-Request": "true"})
+    task.refresh_from_db()
+    assert task.status == Task.Status.OPEN
+    assert "closed by your reply" not in client.get(f"/runs/{run.pk}", headers={"HX-Request": "true"}).content.decode()
