@@ -28,11 +28,13 @@ COPY . .
 # Static files are collected at build time, into the image. Production mode refuses to start without its settings,
 # none of which collectstatic uses: these are placeholders of this one command, never the running container's
 # (and a scratch TASKLIFT_LOCAL_DIR, so that nothing is left owned by root in the one the processes write to). The
-# key is a Fernet key of zeros: every key is checked at start, and this one encrypts nothing.
+# key is the base64 of "tasklift-build-time-placeholder!": every key is checked at start (production refuses one of
+# zeros), and this one encrypts nothing.
 RUN TASKLIFT_MODE=production \
     TASKLIFT_DEMO=true \
     SECRET_KEY=build-time-placeholder-never-used-at-run-time-0000000000 \
-    TASKLIFT_ENCRYPTION_KEYS=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= \
+    TASKLIFT_ENCRYPTION_KEYS=dGFza2xpZnQtYnVpbGQtdGltZS1wbGFjZWhvbGRlciE= \
+    SITE_URL=https://build.invalid \
     EMAIL_HOST=build.invalid \
     SANDBOX_URL=https://sandbox.invalid \
     DATABASE_URL=postgres://build@build.invalid:5432/build \

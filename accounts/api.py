@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from zoneinfo import available_timezones
 
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from ninja import Field, Path, Router, Schema, Status
@@ -18,14 +20,18 @@ from accounts.services import (
     access_token_revoke,
     consent_grant,
     consent_revoke,
+    user_set_language,
     user_set_timezone,
 )
 from config.auth import require_session
 from config.errors import NotFoundError
 from config.http import request_user
+from tasks.api import VISIBLE
 from tasks.services import db_text
 
 router = Router(tags=["account"])
+
+TIME_ZONES: list[str] = sorted(available_timezones())  # what accounts.services.timezone_valid accepts
 
 TokenId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The token's id.")]
 
@@ -38,14 +44,29 @@ class MeOut(Schema):
     email: str
     name: str
     timezone: str
+    language: str = Field(description="The language quick add reads dates in (and English).")
+    date_order: str = Field(description="DMY: 12/05 is 12 May; MDY: 5 December.")
 
 
 class MePatch(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    # Not an enum of the ~600 names: the document would grow by as much, for a list a program can find
-    # anywhere; a name Tasklift does not know is a 422 naming the field.
-    timezone: str = Field(min_length=1, max_length=64, description="An IANA time zone name, such as Europe/Paris.")
+    # The names Tasklift knows, as an enum in the document (~600 names, some 12 kB): a program can offer them,
+    # and every one it picks is accepted. Only documented: the service checks it, so that a name it does not
+    # know stays a 422 `invalid_timezone` rather than pydantic's `invalid_input`.
+    timezone: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="An IANA time zone name, such as Europe/Paris.",
+        json_schema_extra={"enum": [*TIME_ZONES]},
+    )
+    language: Literal["en", "de", "fr", "es", "it", "nl", "pt"] | None = Field(
+        default=None, description="The language you write tasks in: quick add reads its dates (and English)."
+    )
+    date_order: Literal["DMY", "MDY"] | None = Field(
+        default=None, description="How a date like 12/05 is read: DMY, 12 May; MDY, 5 December."
+    )
 
 
 @router.get("/me", response=MeOut, summary="Who you are")
@@ -53,9 +74,16 @@ def get_me(request: HttpRequest) -> User:
     return request_user(request)
 
 
-@router.patch("/me", response=MeOut, summary="Set your time zone")
+@router.patch("/me", response=MeOut, summary="Set your time zone, language or date order")
 def update_me(request: HttpRequest, payload: MePatch) -> User:
-    return user_set_timezone(user=request_user(request), timezone_name=payload.timezone)
+    """Each field given is set (all of them or none: a time zone Tasklift does not know changes nothing)."""
+    user = request_user(request)
+    with transaction.atomic():
+        if payload.timezone is not None:
+            user = user_set_timezone(user=user, timezone_name=payload.timezone)
+        if payload.language is not None or payload.date_order is not None:
+            user = user_set_language(user=user, language=payload.language, date_order=payload.date_order)
+    return user
 
 
 # Consent ------------------------------------------------------------------------------------------
@@ -141,7 +169,7 @@ class TokenCreatedOut(TokenOut):
 class TokenIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=100, pattern=r"\S", description="What will use the token.")
+    name: str = Field(min_length=1, max_length=100, pattern=VISIBLE, description="What will use the token.")
 
 
 @router.get("/tokens", response=list[TokenOut], summary="List your access tokens (browser session only)")

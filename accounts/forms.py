@@ -3,6 +3,7 @@ from zoneinfo import available_timezones
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm, BaseUserCreationForm, PasswordResetForm
 
+from accounts.languages import DATE_ORDERS, LANGUAGES
 from accounts.models import User
 
 
@@ -66,6 +67,11 @@ def _timezone_choices() -> list[tuple[str, str]]:
 
 class TimezoneForm(forms.Form):
     timezone = forms.ChoiceField(choices=_timezone_choices, label="Time zone")
+
+
+class LanguageForm(forms.Form):
+    language = forms.ChoiceField(choices=list(LANGUAGES.items()), label="Language you write tasks in")
+    date_order = forms.ChoiceField(choices=list(DATE_ORDERS.items()), label="Dates like 12/05 are")
 
 
 class AccessTokenForm(forms.Form):

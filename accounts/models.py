@@ -40,6 +40,10 @@ class User(AbstractBaseUser, PermissionsMixin):
     date_joined = models.DateTimeField(default=timezone.now)
     # Where "today" is for this person: dates and times on pages, and what is overdue (an IANA name).
     timezone = models.CharField(max_length=64, default="UTC")
+    # The language the person writes tasks in, and whether a date is day or month first (accounts/languages.py):
+    # quick add reads "Freitag" and "12/05" by them.
+    language = models.CharField(max_length=8, default="en", db_default="en")
+    date_order = models.CharField(max_length=3, default="MDY", db_default="MDY")
     # Whether newsletters, notifications and other bulk mail are sent to Gemini too (integrations/mail/bulk.py).
     read_bulk_mail = models.BooleanField(default=False)
     # When the person proved they read mail sent to `email` (the confirmation link, or a password reset).

@@ -11,20 +11,43 @@ from django.utils import timezone
 
 from accounts.consent import CONSENT_VERSION
 from accounts.emails import account_exists_email_send, verification_email_send
+from accounts.languages import DATE_ORDERS, LANGUAGES
 from accounts.models import AIConsent, PersonalAccessToken, User
 from config.errors import ApplicationError
+from reminders.models import LOOK_AT_ONCE, DigestSubscription
 
 
-def user_create(*, email: str, password: str, name: str = "", timezone_name: str = "UTC") -> User:
+def user_create(
+    *,
+    email: str,
+    password: str,
+    name: str = "",
+    timezone_name: str = "UTC",
+    language: str = "en",
+    date_order: str = "MDY",
+) -> User:
     return User.objects.create_user(
-        email=email, password=password, name=name, timezone=timezone_name if timezone_valid(timezone_name) else "UTC"
+        email=email,
+        password=password,
+        name=name,
+        timezone=timezone_name if timezone_valid(timezone_name) else "UTC",
+        language=language if language in LANGUAGES else "en",
+        date_order=date_order if date_order in DATE_ORDERS else "MDY",
     )
 
 
 # Sign-up and email confirmation -------------------------------------------------------------------
 
 
-def user_signup(*, email: str, password: str, name: str = "", timezone_name: str = "UTC") -> User | None:
+def user_signup(
+    *,
+    email: str,
+    password: str,
+    name: str = "",
+    timezone_name: str = "UTC",
+    language: str = "en",
+    date_order: str = "MDY",
+) -> User | None:
     """Make an account whose address is not confirmed yet and email it its confirmation link. An address that
     already has an account gets an email saying how to log in instead, and its account is left as it is.
 
@@ -36,7 +59,14 @@ def user_signup(*, email: str, password: str, name: str = "", timezone_name: str
     if existing is None:
         try:
             with transaction.atomic():
-                user = user_create(email=email, password=password, name=name, timezone_name=timezone_name)
+                user = user_create(
+                    email=email,
+                    password=password,
+                    name=name,
+                    timezone_name=timezone_name,
+                    language=language,
+                    date_order=date_order,
+                )
         except IntegrityError:  # the same address signed up at the same moment
             existing = User.objects.filter(email__iexact=email).first()
         else:
@@ -87,8 +117,31 @@ def user_set_timezone(*, user: User, timezone_name: str) -> User:
             code="invalid_timezone",
             extra={"field": "timezone"},
         )
-    user.timezone = timezone_name
-    user.save(update_fields=["timezone"])
+    with transaction.atomic():
+        user.timezone = timezone_name
+        user.save(update_fields=["timezone"])
+        # The next morning is another moment now: the digest's next look is worked out again by the next scan.
+        DigestSubscription.objects.filter(user=user, enabled=True).update(due_at=LOOK_AT_ONCE)
+    return user
+
+
+def user_set_language(*, user: User, language: str | None = None, date_order: str | None = None) -> User:
+    """The language the person writes tasks in and their dates' order (either may be left as it is)."""
+    if language is not None and language not in LANGUAGES:
+        raise ApplicationError(
+            f"{language[:16]!r} is not a language Tasklift reads dates in ({', '.join(LANGUAGES)}).",
+            code="invalid_language",
+            extra={"field": "language"},
+        )
+    if date_order is not None and date_order not in DATE_ORDERS:
+        raise ApplicationError(
+            "The date order is DMY (day first) or MDY (month first).",
+            code="invalid_date_order",
+            extra={"field": "date_order"},
+        )
+    user.language = language or user.language
+    user.date_order = date_order or user.date_order
+    user.save(update_fields=["language", "date_order"])
     return user
 
 

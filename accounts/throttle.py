@@ -47,12 +47,12 @@ from accounts.counting import (
     counted_forget,
     counter_key,
 )
+from config.unavailable import RETRY_AFTER_S, unavailable_response
 
 logger = logging.getLogger(__name__)
 
 DEVICE_COOKIE_PREFIX = "tasklift_device_"
 _DEVICE_SALT = "accounts.throttle.device"
-UNAVAILABLE_RETRY_AFTER = 30  # seconds; Redis restarts in about that
 
 
 def account_name(email: str) -> str:
@@ -150,21 +150,13 @@ def login_attempt_begin(*, request: HttpRequest, account: str) -> LoginAttempt:
         raise LoginThrottled(refusal.retry_after) from None
     except CountingUnavailable as error:
         logger.error("login refused: the attempt could not be counted (Redis: %s)", error)
-        raise LoginThrottled(UNAVAILABLE_RETRY_AFTER, unavailable=True) from None
+        raise LoginThrottled(RETRY_AFTER_S, unavailable=True) from None
 
 
 def login_attempt_succeeded(*, attempt: LoginAttempt, request: HttpRequest, response: HttpResponseBase) -> None:
     """The password was right and the person is logged in: not a failure, and this browser is now known."""
     counted_forget(attempt.counted)
     device_cookie_give(response=response, email=str(getattr(request.user, "email", "")))
-
-
-def unavailable_response(request: HttpRequest) -> HttpResponse:
-    """Redis is out of reach, so nothing can be counted: a page saying to try again, never a 500."""
-    context = {"wait_seconds": UNAVAILABLE_RETRY_AFTER}
-    response = render(request, "accounts/unavailable.html", context, status=503)
-    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
-    return response
 
 
 def login_throttled_response(request: HttpRequest, refusal: LoginThrottled) -> HttpResponse:

@@ -16,11 +16,13 @@ from accounts.forms import (
     AccessTokenForm,
     ConfirmPasswordForm,
     EmailForm,
+    LanguageForm,
     LoginForm,
     ResetRequestForm,
     SignupForm,
     TimezoneForm,
 )
+from accounts.languages import DATE_ORDERS, LANGUAGES, language_from_browser
 from accounts.models import PersonalAccessToken, User
 from accounts.ratelimit import AccountAction, account_rate_check
 from accounts.selectors import access_token_list, consent_in_force
@@ -32,6 +34,7 @@ from accounts.services import (
     email_confirmation_resend,
     user_email_confirm,
     user_password_reset_done,
+    user_set_language,
     user_set_timezone,
     user_signup,
 )
@@ -41,11 +44,11 @@ from accounts.throttle import (
     login_attempt_begin,
     login_attempt_succeeded,
     login_throttled_response,
-    unavailable_response,
 )
 from accounts.verification import VerificationLinkExpired, VerificationLinkInvalid, verification_link_user
 from config.errors import ApplicationError, RateLimitedError
 from config.http import request_user
+from config.unavailable import unavailable_response
 
 # The address a sign-up or a resend sent an email to, for the "check your inbox" page.
 SESSION_EMAIL = "accounts.signup_email"
@@ -96,11 +99,14 @@ def signup(request: HttpRequest) -> HttpResponse:
         email = form.cleaned_data["email"]
         if refused := _emails_refused(request, action="signup", recipient=email):
             return refused
+        language, date_order = language_from_browser(request.headers.get("Accept-Language", ""))  # the browser's
         user = user_signup(
             email=email,
             password=form.cleaned_data["password1"],
             name=form.cleaned_data.get("name", ""),
             timezone_name=form.cleaned_data.get("timezone") or "UTC",  # an unknown name falls back to UTC
+            language=language,
+            date_order=date_order,
         )
         request.session[SESSION_EMAIL] = email
         if user is not None:
@@ -292,6 +298,7 @@ def _settings_page(
     request: HttpRequest,
     *,
     timezone_form: TimezoneForm | None = None,
+    language_form: LanguageForm | None = None,
     token_form: AccessTokenForm | None = None,
     new_token: tuple[PersonalAccessToken, str] | None = None,
     status: int = 200,
@@ -301,6 +308,8 @@ def _settings_page(
     tokens = access_token_list(user=user)
     context = {
         "timezone_form": timezone_form or TimezoneForm(initial={"timezone": user.timezone}),
+        "language_form": language_form
+        or LanguageForm(initial={"language": user.language, "date_order": user.date_order}),
         "token_form": token_form or AccessTokenForm(),
         "tokens": list(tokens),
         "new_token": new_token[0] if new_token else None,
@@ -328,6 +337,21 @@ def settings_timezone(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Dates and times are now shown in {form.cleaned_data['timezone']} time.")
             return redirect("settings")
     return _settings_page(request, timezone_form=form, status=400)
+
+
+@login_required
+@require_POST
+def settings_language(request: HttpRequest) -> HttpResponse:
+    form = LanguageForm(request.POST)
+    if form.is_valid():
+        chosen = form.cleaned_data
+        user_set_language(user=request_user(request), language=chosen["language"], date_order=chosen["date_order"])
+        order = DATE_ORDERS[chosen["date_order"]].lower()
+        messages.success(
+            request, f"Quick add now reads dates in {LANGUAGES[chosen['language']]} (and English), {order}."
+        )
+        return redirect("settings")
+    return _settings_page(request, language_form=form, status=400)
 
 
 @login_required

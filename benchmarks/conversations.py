@@ -102,6 +102,8 @@ MUST_COVER = (
     "quote:russian_outlook",
     "quote:zoho",
     "quote:split_over_three_lines",
+    "stranger_reply",
+    "delivered_after_sign_off",
 )
 MUST_LANGUAGES = ("en", "fr", "de", "es", "da")
 MIN_CONVERSATIONS = 60
@@ -148,6 +150,7 @@ class Message:
     subject: str | None  # None for a reply: "Re: " and what it answers
     text: str
     reply_to: str | None  # the id of the message it answers
+    stranger: bool = False  # from someone never on the conversation: it may suggest, never change an item
 
     def providers(self) -> tuple[str, ...]:
         return ("gmail", "outlook") if self.provider == "both" else (self.provider,)
@@ -284,10 +287,19 @@ def _message(raw: dict[str, Any], earlier: list[Message]) -> Message:
         subject=raw.get("subject"),
         text="\n".join(raw["text"]) + "\n",
         reply_to=reply_to,
+        stranger=bool(raw.get("stranger", False)),
     )
+    if message.stranger and _address(message.sender) in {
+        _address(a) for m in earlier for a in (m.sender, *m.to, *m.cc)
+    }:
+        raise ValueError(f"{message.id}: a stranger is someone on none of the earlier messages")
     if earlier and message.offset() < earlier[-1].offset():
         raise ValueError(f"{message.id}: earlier than the message before it")
     return message
+
+
+def _address(named: str) -> str:
+    return getaddresses([named])[0][1].lower()
 
 
 def _reader_address(provider: str) -> str:
@@ -722,6 +734,16 @@ def score(user: User, conversations: list[Conversation], mail: Mail) -> tuple[di
         return found[1] if found else None
 
     s = Score()
+    strangers = {(c.id, m.id) for c in conversations for m in c.messages if m.stranger}
+    for task in tasks:
+        for event in task.events.all():
+            if event.by != TaskEvent.By.EMAIL or named(event.integration_id, event.message_id) not in strangers:
+                continue
+            where = f"{task.kind} {task.title!r}"
+            if event.action == TaskEvent.Action.SUGGESTED:
+                s.add("stranger_suggestions")
+            else:
+                s.add("closed_by_stranger", f"{where} was {event.action} by a stranger's email ({event.message_id})")
     for conversation in conversations:
         mine = by_conversation.get(conversation.id, [])
         root = mail.delivered.get((conversation.id, conversation.messages[0].id))
@@ -780,6 +802,9 @@ def score(user: User, conversations: list[Conversation], mail: Mail) -> tuple[di
         "closed_by_incoming": f["closed_by_incoming"],
         "closed_wrongly": f["closed_wrongly"],
         "closed_twice": f["closed_twice"],
+        "closed_by_stranger": f["closed_by_stranger"],
+        "stranger_replies": len(strangers),
+        "stranger_suggestions": f["stranger_suggestions"],
         "closed_without_history": f["closed_without_history"],
         "waiting_open": sum(1 for t in tasks if t.kind == Task.Kind.WAITING and t.status == Task.Status.OPEN),
         "waiting_closed": sum(1 for t in tasks if t.kind == Task.Kind.WAITING and t.status in closed),
@@ -989,6 +1014,8 @@ def checks_of(figures: dict[str, Any], dataset: dict[str, Any] | None) -> dict[s
         "stale_open == 0 (nothing answered is still open)": f["stale_open"] == 0,
         "closed_wrongly == 0": f["closed_wrongly"] == 0,
         "closed_twice == 0": f["closed_twice"] == 0,
+        "closed_by_stranger == 0 (a stranger's email changed no item)": f["closed_by_stranger"] == 0,
+        "stranger_suggestions == stranger_replies": f["stranger_suggestions"] == f["stranger_replies"],
         "closed_without_history == 0": f["closed_without_history"] == 0,
         "asks_of_others_as_tasks == 0": f["asks_of_others_as_tasks"] == 0,
         "old_asks_as_new == 0": f["old_asks_as_new"] == 0,

@@ -315,7 +315,7 @@ def deployment_env(
         HTTPLIB2_CA_CERTS=cert,  # the Gmail client
         SSL_CERT_FILE=cert,  # Gemini (httpx)
         REQUESTS_CA_BUNDLE=cert,  # Google's token and certificate endpoints (requests)
-        SITE_URL=site,
+        SITE_URL=site.replace("http://", "https://", 1),  # production refuses http; nothing here follows its links
         PUSH_BASE_URL=site,  # plain http only because the sandbox pushes on loopback (see docs/deploy.md)
         ALLOWED_HOSTS="127.0.0.1,localhost",
         RATELIMIT_IP_META_KEY="HTTP_X_REAL_IP",

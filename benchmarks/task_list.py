@@ -115,6 +115,8 @@ def p(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
 
 
+BOUNDED = ("page", "page_more", "api", "api_deep")  # what a person (or their program) opens
+MOST_STATEMENTS, MOST_P95_MS = 15, 300
 PATHS = (
     "page",  # the task list's first page
     "page_more",  # "Load more" from the middle of the list (keyset)
@@ -215,6 +217,19 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         for name in PATHS
         if not figures[f"{name}_queries_at_{small}"] <= figures[f"{name}_queries"] <= allowed(name)
     ] + [f"{name} answered {figures[f'{name}_status']}" for name in PATHS if figures[f"{name}_status"] != STATUS[name]]
+    # Issue 33's bounds for what a person opens: at most 15 statements and a p95 of at most 300 ms.
+    figures["checks_failed"] += [
+        f"{name}: {figures[f'{name}_queries']} statements (at most {MOST_STATEMENTS})"
+        for name in BOUNDED
+        if figures[f"{name}_queries"] > MOST_STATEMENTS
+    ] + [
+        f"{name}: p95 {figures[f'{name}_p95_ms']} ms (at most {MOST_P95_MS})"
+        for name in BOUNDED
+        if figures[f"{name}_p95_ms"] > MOST_P95_MS
+    ]
+    from tasks.selectors import task_earlier_count
+
+    figures["earlier_tasks"] = task_earlier_count(user=user)  # "From before you connected": mail older than the connect
     return figures
 
 

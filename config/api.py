@@ -22,7 +22,7 @@ from ninja.openapi.docs import DocsBase
 from ninja.openapi.schema import OpenAPISchema
 
 from config.auth import NotAuthenticatedError, api_auth
-from config.errors import ApplicationError, RateLimitedError
+from config.errors import ApplicationError, WaitError, error_body
 
 API_DESCRIPTION = """\
 Tasklift's API for programs and for the browser.
@@ -57,10 +57,6 @@ ERROR_STATUSES: dict[int, str] = {
     422: "Some input is not valid; `extra.fields` lists each wrong field.",
     429: "Too many requests; wait `Retry-After` seconds.",
 }
-
-
-def error_body(code: str, message: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"code": code, "message": message, "extra": extra or {}}
 
 
 def _unauthenticated(response: HttpResponse) -> HttpResponse:
@@ -183,7 +179,7 @@ def application_error(request: HttpRequest, exc: ApplicationError) -> HttpRespon
         # the same `extra.fields` list, so a program handles both one way.
         status, extra = 422, {**extra, "fields": [{"field": extra["field"], "message": exc.message}]}
     response = api.create_response(request, error_body(exc.code, exc.message, extra), status=status)
-    if isinstance(exc, RateLimitedError):
+    if isinstance(exc, WaitError):
         response["Retry-After"] = str(exc.retry_after)
     if isinstance(exc, NotAuthenticatedError):
         _unauthenticated(response)

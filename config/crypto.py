@@ -6,6 +6,7 @@ decrypted with any, so a key is rotated by putting a new one in front and re-enc
 
 from __future__ import annotations
 
+import base64
 import json
 from functools import cache
 from typing import Any
@@ -30,6 +31,32 @@ def encryption_keys_check(keys: list[str]) -> None:
                 "URL-safe base64, 32 bytes); make one with python -c 'from cryptography.fernet import Fernet; "
                 "print(Fernet.generate_key().decode())'."
             ) from None
+
+
+# The 32 bytes of a key Fernet made hold about 30 different values, never fewer than 8 in practice (the odds are
+# about 1e-37); a key with fewer was made by hand: zeros, one byte repeated, a short pattern.
+KEY_MIN_DISTINCT_BYTES = 8
+
+
+def encryption_keys_strength_check(keys: list[str]) -> None:
+    """Production's refusal of Fernet keys that parse but protect nothing, each named by position: a key anyone
+    could guess, or a key listed twice (a rotation that put the old key in front again). After
+    encryption_keys_check, so that each decodes."""
+    decoded = [base64.urlsafe_b64decode(key.encode()) for key in keys]  # as Fernet decodes it
+    for position, key in enumerate(decoded, start=1):
+        distinct = len(set(key))
+        if distinct < KEY_MIN_DISTINCT_BYTES:
+            raise ImproperlyConfigured(
+                f"TASKLIFT_ENCRYPTION_KEYS: key {position} of {len(keys)} is not random: its 32 bytes take only "
+                f"{distinct} of the 256 byte values, where a random key's take about 30 (a key of zeros or of one "
+                "byte repeated is anyone's to guess); make one with python -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'."
+            )
+        if key in decoded[: position - 1]:  # the same bytes, however the base64 was written
+            raise ImproperlyConfigured(
+                f"TASKLIFT_ENCRYPTION_KEYS: key {position} of {len(keys)} is key {decoded.index(key) + 1} again; "
+                "list each key once, newest first."
+            )
 
 
 @cache

@@ -2,8 +2,9 @@
 policy blocked. Each is logged as one line at WARNING (the policy itself is in config/settings.py).
 
 The endpoint takes anyone's posts, so it is bounded: a body over CSP_REPORT_MAX_BYTES is a 413 unread,
-more than CSP_REPORTS_PER_MINUTE from one client address a 429, and what is logged is cut short, with the
-query strings of URLs (which may hold an OAuth code or a token) left out.
+more than CSP_REPORTS_PER_MINUTE from one client address within a sliding minute a 429 (a 503 while Redis
+cannot be reached to count them), and what is logged is cut short, with the query strings of URLs (which may
+hold an OAuth code or a token) left out.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
-from django_ratelimit.core import is_ratelimited
+
+from accounts.counting import Counter, CountingUnavailable, CountRefused, count_take, counter_key
+from accounts.throttle import client_address
+from config.unavailable import RETRY_AFTER_S
 
 logger = logging.getLogger("tasklift.csp")
 
@@ -36,11 +40,17 @@ def csp_report(request: HttpRequest) -> HttpResponse:
         length = 0
     if length > settings.CSP_REPORT_MAX_BYTES:
         return HttpResponse(status=413)
-    limited = is_ratelimited(
-        request, group="csp-report", key="ip", rate=f"{settings.CSP_REPORTS_PER_MINUTE}/m", increment=True
+    counter = Counter(
+        key=counter_key("csp-report", client_address(request)),
+        limit=settings.CSP_REPORTS_PER_MINUTE,
+        window_s=settings.RATE_WINDOW_SECONDS,
     )
-    if limited:
-        return HttpResponse(status=429, headers={"Retry-After": "60"})
+    try:
+        count_take(counter)
+    except CountRefused as refusal:
+        return HttpResponse(status=429, headers={"Retry-After": str(refusal.retry_after)})
+    except CountingUnavailable:
+        return HttpResponse(status=503, headers={"Retry-After": str(RETRY_AFTER_S)})
     try:
         reports = _violations(json.loads(request.body[: settings.CSP_REPORT_MAX_BYTES]))
     except ValueError:

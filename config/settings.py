@@ -18,9 +18,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config import embedded
 from config.clientaddress import FORWARDED_FOR, proxy_networks
-from config.crypto import encryption_keys_check
+from config.crypto import encryption_keys_check, encryption_keys_strength_check
 from config.env import env_bool, env_int, env_list, env_str
 from config.logconfig import log_settings, logging_config
+from config.weak import allowed_hosts_check, secret_key_check, site_url_check
 
 django_stubs_ext.monkeypatch()  # generic Django classes (forms, managers) at run time
 
@@ -34,23 +35,21 @@ if env_str("TASKLIFT_MODE", "development") not in ("development", "production"):
 
 DEV_SECRET_KEY = "dev-insecure-only-for-local-development-never-in-production"
 SECRET_KEY = env_str("SECRET_KEY") or DEV_SECRET_KEY
-if PRODUCTION and (SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 50):
-    raise ImproperlyConfigured(
-        "Production mode needs a real SECRET_KEY (at least 50 random characters) in the environment."
-    )
+if PRODUCTION:
+    if SECRET_KEY == DEV_SECRET_KEY:
+        raise ImproperlyConfigured(
+            "Production mode needs a real SECRET_KEY (at least 50 random characters) in the environment."
+        )
+    secret_key_check(SECRET_KEY)  # what check --deploy would only warn of stops the start
 
 DEBUG = env_bool("DEBUG", default=not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
-# `*` answers any Host header (links and redirects built from it, cache poisoning); Django reads no other glob, and
-# `.com` would be every site of a top-level domain. `.example.com` (every subdomain of one domain) is fine.
-_any_host = [host for host in ALLOWED_HOSTS if "*" in host or (host.startswith(".") and "." not in host.strip("."))]
-if PRODUCTION and _any_host:
-    raise ImproperlyConfigured(
-        f"ALLOWED_HOSTS must name the site's host names in production, not {', '.join(_any_host)}: write "
-        "tasklift.example.com, or .example.com for every subdomain of one domain."
-    )
+if PRODUCTION:  # not `*`, nor `.co.uk`: every subdomain of one domain (`.example.co.uk`) at most
+    allowed_hosts_check(ALLOWED_HOSTS)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+if PRODUCTION:  # named, and https: the development default is plain http on loopback
+    site_url_check(env_str("SITE_URL"))
 
 if PRODUCTION:
     if DEBUG:
@@ -78,6 +77,8 @@ if not ENCRYPTION_KEYS:
         raise ImproperlyConfigured("Production mode needs TASKLIFT_ENCRYPTION_KEYS (Fernet keys, comma-separated).")
     ENCRYPTION_KEYS = [base64.urlsafe_b64encode(hashlib.sha256(SECRET_KEY.encode()).digest()).decode()]
 encryption_keys_check(ENCRYPTION_KEYS)  # each one, now: a bad key would fail the first mailbox connected
+if PRODUCTION:
+    encryption_keys_strength_check(ENCRYPTION_KEYS)  # no key of zeros, none listed twice
 
 # Applications -----------------------------------------------------------------------------------------
 INSTALLED_APPS = [
@@ -111,6 +112,7 @@ MIDDLEWARE = [
     "config.middleware.UserTimezoneMiddleware",
     "config.middleware.HtmxLoginRedirectMiddleware",
     "config.middleware.MethodNotAllowedPageMiddleware",
+    "config.unavailable.UnavailableMiddleware",  # Redis or the database out of reach: 503, never 500
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -444,6 +446,9 @@ PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT_MINUTES", 60, minimum=5
 
 # Extraction ---------------------------------------------------------------------------------------
 EXTRACTION_RUNS_PER_MINUTE = env_int("EXTRACTION_RUNS_PER_MINUTE", 6, minimum=1)
+# The "minute" of the per-minute limits (Extract now, push-started runs, CSP reports): sliding windows of this
+# many seconds (accounts/counting.py). Tests shorten it; an operator has no reason to.
+RATE_WINDOW_SECONDS = env_int("RATE_WINDOW_SECONDS", 60, minimum=1)
 EXTRACTION_BATCH_SIZE = min(env_int("EXTRACTION_BATCH_SIZE", 10, minimum=1), 10)
 # Gemini calls of one run in flight at once (each a batch of EXTRACTION_BATCH_SIZE emails).
 EXTRACTION_LLM_CONCURRENCY = env_int("EXTRACTION_LLM_CONCURRENCY", 4, minimum=1)
@@ -553,7 +558,15 @@ DIGEST_SEND_HOURS = env_int("DIGEST_SEND_HOURS", 5, minimum=1)
 if DIGEST_HOUR + DIGEST_SEND_HOURS > 24:
     raise ImproperlyConfigured("DIGEST_HOUR + DIGEST_SEND_HOURS must end within the day (at most 24).")
 DIGEST_SCAN_SECONDS = env_int("DIGEST_SCAN_SECONDS", 300, minimum=1)
+# Each scan sends one job per DIGEST_CHUNK due people; a job holds its chunk for DIGEST_CHUNK_LEASE_SECONDS at
+# most (then those it did not reach are due again, and one that died is taken by another job).
+DIGEST_CHUNK = env_int("DIGEST_CHUNK", 200, minimum=1)
+DIGEST_CHUNK_LEASE_SECONDS = env_int("DIGEST_CHUNK_LEASE_SECONDS", 600, minimum=1)
 DIGEST_UNSUBSCRIBE_DAYS = env_int("DIGEST_UNSUBSCRIBE_DAYS", 90, minimum=1)
+# The calendar feed (reminders/calendar.py): past this many wrong links from one address within the window, its
+# fetches are 429 until the oldest leaves (a calendar app fetching its own link is never counted).
+CALENDAR_GUESSES_PER_ADDRESS = env_int("CALENDAR_GUESSES_PER_ADDRESS", 20, minimum=1)
+CALENDAR_GUESS_WINDOW_MINUTES = env_int("CALENDAR_GUESS_WINDOW_MINUTES", 10, minimum=1)
 CELERY_BEAT_SCHEDULE["digest-send"] = {
     "task": "reminders.jobs.digest_send_job",
     "schedule": DIGEST_SCAN_SECONDS,

@@ -4,7 +4,7 @@ run records, newest first; the senders the person muted, muted from a task and u
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -175,7 +175,7 @@ class MutedSenderOut(Schema):
 
 class MuteIn(Schema):
     task_id: int = Field(ge=1, le=2**63 - 1, description="The task whose email's sender to mute.")
-    reason: str = Field("sender", max_length=32, description="`sender` or `not_a_task`.")
+    reason: Literal["sender", "not_a_task"] = Field("sender", description="`sender` or `not_a_task`.")
 
 
 def muted_out(muted: Muted) -> dict[str, Any]:

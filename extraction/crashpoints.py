@@ -25,6 +25,11 @@ POINTS = (
     "cursor_tx",  # inside the cursor commit: cursors compare-and-swapped, not committed
     "after_commit",  # the run's outcome and cursors are committed, the lease not yet released
 )
+# Where a chunk of morning digests can die (reminders/digest.py), once per person sent.
+DIGEST_POINTS = (
+    "digest_handed_over",  # the mail server said 250 to a person's digest, nothing written down yet
+    "digest_journalled",  # that person's send is journalled in Redis, the chunk's days not yet recorded
+)
 
 _hits: Counter[str] = Counter()
 _lock = threading.Lock()

@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from datetime import time as day_time
 from typing import Any, Literal
 
 import httpx2
@@ -65,6 +66,7 @@ RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
 API_VERSION = "v1beta"
 
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_HH_MM = re.compile(r"(?:[01]\d|2[0-3]):[0-5]\d")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)s")  # a protobuf Duration in JSON
 _BLOCKING_FINISH_REASONS = {
     types.FinishReason.SAFETY,
@@ -153,6 +155,7 @@ class ExtractedTask:
     sentence: str = ""  # the email's own words the task comes from, as found in the text the prompt carried
     kind: Literal["ask", "commitment", "waiting"] = "ask"
     waiting_on: str = ""  # a waiting item's To or Cc recipient of its email ("" when none was named)
+    due_time: day_time | None = None  # the time the email states for it, with its due date (in the email's words)
 
 
 @dataclass(frozen=True)
@@ -456,6 +459,7 @@ class GeminiClient:
                     self._task(email_id, task.title, task.due_date, task.priority, task.sentence),
                     kind=task.kind,
                     waiting_on=task.waiting_on,
+                    due_time=_due_time(email_id, task.due_time, task.due_date),
                 )
                 for task in entry.tasks
             ]
@@ -567,6 +571,16 @@ def _due_date(email_id: str, value: str | None) -> date | None:
         logger.info("gemini gave an out-of-range due date for %s; the task keeps no date", email_id)
         return None
     return due
+
+
+def _due_time(email_id: str, value: str | None, due_date: str | None) -> day_time | None:
+    """The time Gemini gave, HH:MM, with a date: else none (the task stands without it, never a poison)."""
+    if not value or not value.strip() or not (due_date or "").strip():
+        return None
+    if not _HH_MM.fullmatch(value.strip()):
+        logger.info("gemini gave a due time for %s that is not HH:MM; the task keeps its day only", email_id)
+        return None
+    return day_time.fromisoformat(value.strip())
 
 
 def _text(candidate: types.Candidate) -> str:

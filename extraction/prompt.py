@@ -39,7 +39,7 @@ from integrations.mail.text import without_format_characters
 # asks of someone else are not the reader's. 4: mail the reader sent is marked, each task has a kind (ask,
 # commitment, waiting) and whom a waiting item waits on, and the open items of each email's conversation are
 # given (item_1 …) for the answer to say which this email delivered or gave a new date.
-PROMPT_VERSION = "4"
+PROMPT_VERSION = "5"
 
 MAX_EMAILS_PER_PROMPT = 10
 MAX_SENDER_CHARS = 200
@@ -76,7 +76,7 @@ automated mail have none. At most 5 tasks per email; merge repeats.
 commitment, an ask of someone kind waiting (waiting_on: their address).
 - sentence: the sentence it comes from, copied exactly.
 - title: a short imperative in the email's language, at most 120 characters, no greeting or "please".
-- due_date: YYYY-MM-DD only if the email states a date or deadline (resolve "Friday", "tomorrow" from its \
+- due_date: YYYY-MM-DD, due_time: HH:MM, only if the email states them (resolve "Friday", "tomorrow" from its \
 Date), else null. Never guess.
 - priority: "high" if urgent or overdue, "low" if no rush, else "medium".
 Item lines are open items of the conversation: answer one only if this email delivers or settles it \
@@ -105,6 +105,7 @@ class TaskAnswer(BaseModel):
     sentence: str = Field(default="", json_schema_extra=_sentence_schema)
     title: str
     due_date: str | None
+    due_time: str | None = None  # an answer to an older prompt has none
     priority: Literal["low", "medium", "high"] | None
     kind: Literal["ask", "commitment", "waiting"] = "ask"
     waiting_on: str = ""  # checked against the email's To and Cc by code (llm.py), never kept as written

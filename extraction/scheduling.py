@@ -28,8 +28,8 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Least
 from django.utils import timezone
-from django_ratelimit.core import get_usage
 
+from accounts.counting import Counter, CountRefused, count_take, counted_forget, counter_key
 from accounts.models import AIConsent, User
 from extraction.models import ExtractionRun, ProcessedEmail
 from integrations.models import Integration, SyncCursor
@@ -64,29 +64,28 @@ def extraction_doorbell(*, integration_ids: Iterable[int]) -> int:
     )
     user_ids = set(ready.values_list("user_id", flat=True))
     queued = 0
-    for user_id in sorted(_may_run(user_ids, now)):
-        if _push_count(user_id, increment=False) >= settings.PUSH_RUNS_PER_MINUTE:
-            continue  # over the push limit: the scan reads this mailbox soon (rung, not read since)
-        user = User(pk=user_id)
-        from extraction.services import extraction_run_request
+    from extraction.services import extraction_run_request
 
-        _, created = extraction_run_request(user=user, trigger=ExtractionRun.Trigger.WEBHOOK)
+    for user_id in sorted(_may_run(user_ids, now)):
+        try:
+            counted = count_take(push_counter(user_id))
+        except CountRefused:
+            continue  # over the push limit: the scan reads this mailbox soon (rung, not read since)
+        _, created = extraction_run_request(user=User(pk=user_id), trigger=ExtractionRun.Trigger.WEBHOOK)
         if created:
-            _push_count(user_id, increment=True)
             queued += 1
+        else:
+            counted_forget(counted)  # a run was waiting already: this ring queued nothing, and counts nothing
     return queued
 
 
-def _push_count(user_id: int, *, increment: bool) -> int:
-    """How many push-triggered runs this person had this minute (counting one more first, if asked)."""
-    usage = get_usage(
-        None,
-        group=PUSH_GROUP,
-        key=lambda _group, _request: str(user_id),
-        rate=f"{settings.PUSH_RUNS_PER_MINUTE}/m",
-        increment=increment,
+def push_counter(user_id: int) -> Counter:
+    """The push-triggered runs of one person, in a sliding minute (accounts/counting.py)."""
+    return Counter(
+        key=counter_key(PUSH_GROUP, str(user_id)),
+        limit=settings.PUSH_RUNS_PER_MINUTE,
+        window_s=settings.RATE_WINDOW_SECONDS,
     )
-    return int(usage["count"]) if usage else 0
 
 
 def _may_run(user_ids: set[int], now: Any) -> set[int]:

@@ -14,6 +14,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
+from email.utils import parseaddr
 
 from django.db import transaction
 from django.db.models import F
@@ -46,11 +47,19 @@ class BatchWriter:
         self.riders: dict[tuple[str, str], list[SourcedEmail]] = {}
         self.own: set[str] | None = None  # the person's addresses, read once a batch changes an item
 
-    def _own(self, changes: list[EmailChange]) -> set[str]:
-        """The person's own addresses (extraction.muting): their email may change any of their items."""
-        if self.own is None and changes:
+    def _own(self, needed: object) -> set[str]:
+        """The person's own addresses (extraction.muting), read once, when `needed` (changes or waiting items
+        to judge): their email may change any of their items, and nobody waits on themselves."""
+        if self.own is None and needed:
             self.own = own_addresses(user=self.record.run.user)
         return self.own or set()
+
+    def _waits_on_oneself(self, task: ExtractedTask) -> bool:
+        """A waiting item on one of the person's own addresses: their note to themselves, read again through
+        Sent. The inbox read of the same note gives its ask; this would be the same thing a second time."""
+        if task.kind != "waiting" or not task.waiting_on:
+            return False
+        return parseaddr(task.waiting_on)[1].lower() in self._own(True)
 
     def rides(self, item: SourcedEmail) -> bool:
         """Whether this email is a copy of one already on its way to Gemini in this run (a batch in flight,
@@ -158,7 +167,7 @@ class BatchWriter:
             assert result is not None
             email, integration = item.email, item.mailbox.integration
             given = result.tasks.get(temp_id(index), [])  # by position: two mailboxes may share an id
-            found = [task for task in given if not _said_before(task, email, old)]
+            found = [task for task in given if not _said_before(task, email, old) and not self._waits_on_oneself(task)]
             old_skipped += len(given) - len(found)
             rows.extend(
                 EmailTaskRow(
@@ -168,6 +177,7 @@ class BatchWriter:
                     email_key=email.internet_message_id,
                     title=task.title,
                     due_date=task.due_date,
+                    due_time=task.due_time,
                     priority=task.priority or "",
                     email_link=email.web_link,
                     email_sender=email.sender,

@@ -19,15 +19,13 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-import kombu.exceptions
-import redis.exceptions
-from django import db
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from config.metrics import push_rings_count
+from config.unavailable import RETRY_AFTER_S, UNAVAILABLE
 from extraction.scheduling import extraction_doorbell, gmail_ring_covered, outlook_ring_covered
 from integrations.jobs import push_channel_open_job, push_channel_renew_job
 from integrations.models import Integration, PushChannel
@@ -36,20 +34,6 @@ from integrations.push import PushRefused, client_state_matches, pubsub_envelope
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1_000_000  # a Graph POST holds a few notifications; a Pub/Sub envelope is tiny
-
-
-RETRY_AFTER_S = 30  # about a restart of PostgreSQL or Redis
-
-# What the database, the cache or the broker raise while out of reach: exactly these, so that a bug stays a
-# 500 with its traceback in the log. The cache (rate-limit counters, Google's certificates) raises redis-py's
-# errors; the broker raises kombu's OperationalError once Celery's publish retries are spent.
-UNAVAILABLE = (
-    db.OperationalError,
-    db.InterfaceError,
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    kombu.exceptions.OperationalError,
-)
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:

@@ -3,21 +3,44 @@ the record of each day's send) and private calendar feeds."""
 
 from __future__ import annotations
 
+import secrets
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.db import models
 
 from config.models import TimeStampedModel
 
+# A subscription's `due_at` when it is to be looked at by the next scan, whatever the clock says (turned on,
+# or the person's time zone changed): the chunk that claims it works out the person's next morning.
+LOOK_AT_ONCE = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def unsubscribe_key_new() -> str:
+    return secrets.token_urlsafe(24)
+
 
 class DigestSubscription(TimeStampedModel):
     """A person's choice about the morning digest: off until they turn it on in Settings, off again by the
-    email's unsubscribe link."""
+    email's unsubscribe link.
+
+    `unsubscribe_key` is what the unsubscribe link names (signed, reminders/digest.py) in place of the person:
+    random, so the link shows no id, and renewed each time the digest is turned on again, so the links of the
+    emails before then stop working.
+
+    `due_at` is when the digest is next looked at (DIGEST_HOUR of the person's next morning, in their zone;
+    a lease on while a chunk holds it): beat claims the due ones by it (reminders/digest.py)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="digest_subscription"
     )
     enabled = models.BooleanField(default=False)
     unsubscribed_at = models.DateTimeField(null=True, blank=True)
+    unsubscribe_key = models.CharField(max_length=64, unique=True, default=unsubscribe_key_new)
+    due_at = models.DateTimeField(default=LOOK_AT_ONCE)
+
+    class Meta:
+        indexes = [models.Index(fields=["due_at"], condition=models.Q(enabled=True), name="digest_due")]
 
     def __str__(self) -> str:
         return f"digest of {self.user_id} {'on' if self.enabled else 'off'}"

@@ -11,21 +11,35 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.utils.cache import get_conditional_response
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.counting import CountingUnavailable
+from accounts.throttle import client_address
 from config.errors import ApplicationError
 from config.http import is_htmx, request_user
-from reminders.calendar import calendar_feed_create, calendar_feed_find, calendar_feed_ics, calendar_feed_revoke
+from config.unavailable import RETRY_AFTER_S
+from reminders.calendar import (
+    CalendarGuessing,
+    calendar_feed_create,
+    calendar_feed_find,
+    calendar_feed_ics,
+    calendar_feed_revoke,
+    calendar_feed_version,
+)
 from reminders.digest import (
     UnsubscribeLinkExpired,
     UnsubscribeLinkInvalid,
+    UnsubscribeLinkReplaced,
     digest_set,
-    unsubscribe_link_user,
+    unsubscribe_link_subscription,
 )
 from tasks.quickadd import quick_add_resolve
 from tasks.selectors import task_get
 from tasks.snooze import person_zone, task_snooze, task_snoozed_list, task_unsnooze
+
+_TEXT = "text/plain; charset=utf-8"
 
 # Quick add --------------------------------------------------------------------------------------
 
@@ -169,13 +183,30 @@ def calendar_revoke(request: HttpRequest, feed_id: int) -> HttpResponse:
 
 @require_GET
 def calendar_feed(request: HttpRequest, secret: str) -> HttpResponse:
-    """The feed a calendar app fetches: no login, the secret is the credential; unknown or revoked is a 404."""
-    feed = calendar_feed_find(secret=secret)
+    """The feed a calendar app fetches: no login, the secret is the credential; unknown or revoked is a 404,
+    too many wrong secrets from the address a 429. `no-cache` with an ETag: a cache asks every time (so a
+    revoked feed is a 404 at the next fetch), and an unchanged feed is a 304 without its body."""
+    try:
+        feed = calendar_feed_find(secret=secret, address=client_address(request))
+    except CalendarGuessing as refusal:
+        minutes = -(-refusal.retry_after // 60)
+        message = f"Too many wrong calendar links from your address: try again in {minutes} min."
+        return HttpResponse(message, status=429, content_type=_TEXT, headers={"Retry-After": str(refusal.retry_after)})
+    except CountingUnavailable:
+        message = "Tasklift cannot answer this calendar right now: try again in a moment."
+        return HttpResponse(message, status=503, content_type=_TEXT, headers={"Retry-After": str(RETRY_AFTER_S)})
     if feed is None:
         raise Http404("No such calendar.")
-    response = HttpResponse(calendar_feed_ics(user=feed.user), content_type="text/calendar; charset=utf-8")
-    response["Content-Disposition"] = 'inline; filename="tasklift.ics"'
-    response["Cache-Control"] = "private, max-age=300"
+    # The ETag from what the feed depends on, before it is built: an unchanged feed costs one small statement.
+    etag = f'"{calendar_feed_version(user=feed.user)}"'
+    unchanged = get_conditional_response(request, etag=etag)
+    if unchanged is not None:
+        response = unchanged
+    else:
+        response = HttpResponse(calendar_feed_ics(user=feed.user), content_type="text/calendar; charset=utf-8")
+        response["Content-Disposition"] = 'inline; filename="tasklift.ics"'
+    response["Cache-Control"] = "private, no-cache"
+    response["ETag"] = etag
     return response
 
 
@@ -186,17 +217,20 @@ def calendar_feed(request: HttpRequest, secret: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def digest_unsubscribe(request: HttpRequest) -> HttpResponse:
     """GET asks (a link scanner that follows it changes nothing); POST, from the page's button or a mail
-    client's "Unsubscribe" (`List-Unsubscribe=One-Click`), turns the digest off. No login either way."""
+    client's "Unsubscribe" (`List-Unsubscribe=One-Click`), turns the digest off. No login either way. A link
+    from before the digest was last turned on again is a 410 saying so, with the way to Settings."""
     token = request.GET.get("token", "")[:500]
     context: dict[str, object] = {"token": token, "max_age_days": settings.DIGEST_UNSUBSCRIBE_DAYS}
     try:
-        user = unsubscribe_link_user(token=token)
+        subscription = unsubscribe_link_subscription(token=token)
     except UnsubscribeLinkExpired:
         return render(request, "reminders/unsubscribe.html", {**context, "state": "expired"}, status=400)
+    except UnsubscribeLinkReplaced:
+        return render(request, "reminders/unsubscribe.html", {**context, "state": "replaced"}, status=410)
     except UnsubscribeLinkInvalid:
         return render(request, "reminders/unsubscribe.html", {**context, "state": "invalid"}, status=400)
-    context["email"] = user.email
+    context["email"] = subscription.user.email
     if request.method == "POST":
-        digest_set(user=user, enabled=False)
+        digest_set(user=subscription.user, enabled=False)
         return render(request, "reminders/unsubscribe.html", {**context, "state": "done"})
     return render(request, "reminders/unsubscribe.html", {**context, "state": "confirm"})

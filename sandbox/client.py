@@ -166,11 +166,13 @@ class SandboxClient:
         deliver_to: list[str] | None = None,
         sent_at: datetime | None = None,
     ) -> dict[str, Any]:
-        """The owner of `address` sends mail: labelled SENT (only), a messagesAdded history record. With
-        `in_reply_to` (a message id of this mailbox) it is a reply: In-Reply-To, References, "Re: " subject
-        (unless `subject` is given) and that message's threadId. `deliver_to` names other sandbox mailboxes
-        (Gmail and/or Outlook) that receive it as incoming mail. Returns {id, threadId, historyId, messageId
-        (the Message-ID header), delivered: [{address, provider, id, threadId | conversationId, ...}]}."""
+        """The owner of `address` sends mail: labelled SENT (only), a messagesAdded history record; sent to
+        themselves (`address` in `to`, `cc` or `deliver_to`), that one message is labelled UNREAD, SENT and
+        INBOX, as Gmail keeps it. With `in_reply_to` (a message id of this mailbox) it is a reply:
+        In-Reply-To, References, "Re: " subject (unless `subject` is given) and that message's threadId.
+        `deliver_to` names other sandbox mailboxes (Gmail and/or Outlook) that receive it as incoming mail.
+        Returns {id, threadId, historyId, messageId (the Message-ID header), labelIds, delivered: [{address,
+        provider, id, threadId | conversationId, ...}], the owner's own mailbox first when sent to oneself}."""
         return self._send("gmail", address, to, body, cc, subject, in_reply_to, deliver_to, sent_at)
 
     def deliver_gmail_reply(
@@ -361,11 +363,12 @@ class SandboxClient:
         deliver_to: list[str] | None = None,
         sent_at: datetime | None = None,
     ) -> dict[str, Any]:
-        """The owner of `address` sends mail: it lands, read, in `sentitems` (its own delta; From the owner).
-        With `in_reply_to` (either id form of a message of this mailbox) it is a reply in that message's
-        conversation (In-Reply-To, References, "Re: " subject unless `subject` is given). `deliver_to` as for
-        send_gmail. Returns the delivery answer ({id (immutable), rest_id, conversationId, internetMessageId,
-        receivedDateTime, folder}) plus delivered."""
+        """The owner of `address` sends mail: it lands, read, in `sentitems` (its own delta; From the owner);
+        sent to themselves, a second item arrives, unread, in their inbox (as Exchange keeps it; first in
+        `delivered`). With `in_reply_to` (either id form of a message of this mailbox) it is a reply in that
+        message's conversation (In-Reply-To, References, "Re: " subject unless `subject` is given).
+        `deliver_to` as for send_gmail. Returns the delivery answer ({id (immutable), rest_id, conversationId,
+        internetMessageId, receivedDateTime, folder}) plus delivered."""
         return self._send("graph", address, to, body, cc, subject, in_reply_to, deliver_to, sent_at)
 
     def deliver_outlook_reply(

@@ -3,7 +3,12 @@ for Gmail and Outlook alike (sandbox/README.md, "Sent mail and threads").
 
 Sent mail lands where each service keeps it: Gmail gives it the system label `SENT` (a messagesAdded history
 record, filterable by labelId=SENT), Graph puts it, read, into the `sentitems` folder (its own delta, its own
-subscriptions). The mail is written by sandbox/compose.py and then delivered through the ordinary delivery paths,
+subscriptions). Mail the owner sends to themselves (their address in To, Cc or `deliver_to`) also arrives in
+their inbox as each service stores it: at Gmail it is the same one message, labelled UNREAD, SENT and INBOX (as
+`messages.send` answers for it; one messagesAdded record that both labelId=SENT and labelId=INBOX list); at
+Outlook a second item, unread, in the inbox, with the same internetMessageId and conversationId. Either way the
+answer's `delivered` lists the owner's mailbox first, and `deliver_to` naming it delivers nothing more.
+The mail is written by sandbox/compose.py and then delivered through the ordinary delivery paths,
 so the headers a client reads (To, Cc, In-Reply-To, References) are the ones of the raw mail, and the thread
 (Gmail `threadId`, Graph `conversationId`) follows from them as for any delivery. `deliver_to` hands the same
 bytes to other mailboxes of this sandbox, Gmail or Outlook or both, as incoming mail; every address is checked
@@ -26,6 +31,8 @@ from sandbox.control import ControlError, control_route, parse_body
 from sandbox.state import SandboxState
 
 MAX_RECIPIENTS = 100
+# The labels of mail sent to oneself at Gmail, in the order messages.send answers them (captured from live Gmail).
+TO_SELF_LABELS = ["UNREAD", "SENT", "INBOX"]
 
 
 def _mailbox_address(value: str) -> str:
@@ -109,6 +116,11 @@ def _copy_targets(state: SandboxState, addresses: list[str]) -> list[tuple[str, 
     return targets
 
 
+def _addressed_to(spec: SendIn, address: str) -> bool:
+    """Whether the mail names `address` (the sender's own) among its recipients or in `deliver_to`."""
+    return address in {_bare(a) for a in [*spec.to, *spec.cc, *spec.deliver_to]}
+
+
 def _deliver_copies(state: SandboxState, raw: bytes, targets: list[tuple[str, str]], when: datetime) -> list[Any]:
     delivered: list[dict[str, Any]] = []
     for address, provider in targets:
@@ -138,7 +150,8 @@ def _gmail_original(state: SandboxState, mailbox: gmail.Mailbox, message_ref: st
 
 @control_route("/gmail/messages/send", methods=["POST"])
 def control_gmail_send() -> Response:
-    """The owner sends mail: it carries SENT (a messagesAdded record), in the thread of the mail it answers."""
+    """The owner sends mail: it carries SENT (a messagesAdded record), in the thread of the mail it answers;
+    sent to themselves, it is that one message with UNREAD and INBOX too (see the module docstring)."""
     spec = parse_body(SendIn)
     st = sandbox_state()
     mailbox = gmail.mailbox_get(st, _bare(spec.address))
@@ -157,13 +170,18 @@ def control_gmail_send() -> Response:
         message_id=message_id("mail.gmail.com"),
         answers=answers,
     )
-    stored = gmail.message_deliver(st, mailbox.address, raw, labels=["SENT"], internal_date=when)
+    to_self = _addressed_to(spec, mailbox.address)
+    labels = TO_SELF_LABELS if to_self else ["SENT"]
+    stored = gmail.message_deliver(st, mailbox.address, raw, labels=labels, internal_date=when)
+    own = [{"address": mailbox.address, "provider": "gmail", "id": stored.id, "threadId": stored.thread_id}]
+    others = [target for target in targets if target != (mailbox.address, "gmail")]
     answer = {
         "id": stored.id,
         "threadId": stored.thread_id,
         "historyId": str(stored.history_id),
         "messageId": stored.message_id_header,
-        "delivered": _deliver_copies(st, raw, targets, when),
+        "labelIds": list(stored.label_ids),
+        "delivered": (own if to_self else []) + _deliver_copies(st, raw, others, when),
     }
     return json_response(answer, 201)
 
@@ -214,7 +232,8 @@ def _graph_original(state: SandboxState, mailbox: graph.OutlookMailbox, message_
 
 @control_route("/graph/messages/send", methods=["POST"])
 def control_graph_send() -> Response:
-    """The owner sends mail: it lands, read, in sentitems, in the conversation of the mail it answers."""
+    """The owner sends mail: it lands, read, in sentitems, in the conversation of the mail it answers; sent to
+    themselves, a second item arrives, unread, in their inbox (see the module docstring)."""
     spec = parse_body(SendIn)
     st = sandbox_state()
     mailbox = graph.mailbox_get(st, _bare(spec.address))
@@ -234,7 +253,12 @@ def control_graph_send() -> Response:
         answers=answers,
     )
     message = graph.message_deliver_rfc822(st, mailbox.address, raw, received=when, is_read=True, folder="sentitems")
-    answer = {**graph.delivered_answer(message), "delivered": _deliver_copies(st, raw, targets, when)}
+    own = []
+    if _addressed_to(spec, mailbox.address):
+        inbox_copy = graph.message_deliver_rfc822(st, mailbox.address, raw, received=when)
+        own = [{"address": mailbox.address, "provider": "outlook", **graph.delivered_answer(inbox_copy)}]
+    others = [target for target in targets if target != (mailbox.address, "outlook")]
+    answer = {**graph.delivered_answer(message), "delivered": own + _deliver_copies(st, raw, others, when)}
     return json_response(answer, 201)
 
 

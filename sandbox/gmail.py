@@ -7,7 +7,9 @@ labelsRemoved); ids rise with gaps, like Gmail's. internalDate is the arrival ti
 otherwise; the Date header never sets it. A message joins the thread of an earlier one that its In-Reply-To or
 References names when their subjects match once reply prefixes are dropped (Gmail's threads guide: the headers
 "set in compliance with the RFC 2822 standard" and "the Subject headers must match"); otherwise it starts its
-own thread, whose id is its own id. Mail the owner sends carries the system label `SENT` (no INBOX, no UNREAD).
+own thread, whose id is its own id. Mail the owner sends carries the system label `SENT` (no INBOX, no UNREAD),
+except mail they send to themselves: Gmail keeps that as one message labelled UNREAD, SENT and INBOX, one
+messagesAdded record (sandbox/conversations.py), never as a sent copy and a received one.
 
 Error bodies have Google's full current shape (`code`, `message`, `errors`, `status` and, for errors raised
 by Google's API front end, `details` with a google.rpc.ErrorInfo), see `error_body`.

@@ -1,7 +1,7 @@
-"""Microsoft Graph v1.0 mail, as far as Tasklift reads it (reference §B): /me, inbox message delta, messages by
-id and JSON $batch. Served under /v1.0 on the sandbox's HTTPS listener; the links it hands out point there.
-Subscriptions (change notifications) live in sandbox/graph_subscriptions.py and sandbox/graph_notifications.py;
-every message change below is reported there.
+"""Microsoft Graph v1.0 mail, as far as Tasklift reads it (reference §B): /me, mail folders by well-known name or
+id, message delta of any folder, messages by id and JSON $batch. Served under /v1.0 on the sandbox's HTTPS
+listener; the links it hands out point there. Subscriptions (change notifications) live in
+sandbox/graph_subscriptions.py and sandbox/graph_notifications.py; every message change below is reported there.
 
 Delta works like Graph's: the query options of the first request ($select, $filter on receivedDateTime) are
 encoded in the state tokens, so later requests just replay the absolute `@odata.nextLink` (…?$skiptoken=) and
@@ -9,17 +9,27 @@ encoded in the state tokens, so later requests just replay the absolute `@odata.
 arriving while a client pages lands in the next round. A deltaLink round returns what changed since: new
 messages, messages whose isRead or flag changed (again, with the selected fields) and `@removed` entries for
 deleted or moved-out ones. Expiring a mailbox's delta state (control route) makes every older token a 410.
+$select accepts every property of msgraph-sdk's Message model (its OutlookItem and Entity ones included) and
+refuses any other name with live Graph's 400 (`RequestBroker--ParseUri`).
 
 Conversations: a message joins the conversation (`conversationId`) of an earlier message of the mailbox that
-its In-Reply-To or References names, in whatever folder, so a reply in the inbox and the mail it answers in
-`sentitems` share one. Exchange's own rule (the Thread-Index header, the conversation topic) is not documented
-for Graph; the sandbox threads by the references alone, without Gmail's subject test (inferred). Mail the owner
-sends (control route) lands in `sentitems`, read, with `from` the owner, and has its own delta like any folder.
+its In-Reply-To or References names, or that has its own Message-ID (another copy of the same mail, as the inbox
+copy of mail the owner sent to themselves), in whatever folder, so a reply in the inbox and the mail it answers
+in `sentitems` share one. Exchange's own rule (the Thread-Index header, the conversation topic) is not
+documented for Graph; the sandbox threads by the references alone, without Gmail's subject test (inferred). Its
+`conversationIndex` (PidTagConversationIndex, base64) is laid out as [MS-OXOMSG] 2.2.1.3 says: the Thread-Index
+header it came with, else the index of the message it answers plus a 5-byte response level, else a new 22-byte
+header. Mail the owner sends (control route) lands in `sentitems`, read, with `from` the owner, and has its own
+delta like any folder; mail they send to themselves also arrives, as a second item, in their inbox (Exchange
+keeps a copy in each folder, unlike Gmail's one message with two labels).
 
 Folders: every message lives in one folder (a well-known name such as inbox, archive, junkemail,
-deleteditems, or any other name). Delta works per folder, as Graph's does: a message moved into a folder is a
-new item of that folder's next round (if the round's persisted $filter admits its receivedDateTime, which a
-move never changes), and an `@removed` entry of the folder it left.
+deleteditems, or any other name). `GET /me/mailFolders/{name|id}` (and `mailFolders('…')`) answers the
+mailFolder resource with the properties of msgraph-sdk's MailFolder (id, displayName, parentFolderId, the
+counts, isHidden); the well-known folders sit under `msgfolderroot` ("Top of Information Store"). Delta works
+per folder, as Graph's does: a message moved into a folder is a new item of that folder's next round (if the
+round's persisted $filter admits its receivedDateTime, which a move never changes), and an `@removed` entry of
+the folder it left.
 
 Ids: every message has one key, shown as an immutable id ("AAkALg…") when the request says
 `Prefer: IdType="ImmutableId"` and as a REST id ("AAMkAG…") otherwise, so a test can tell the header was
@@ -68,13 +78,26 @@ IMMUTABLE_PREFIX = "AAkALgAAAAAAHYQDEapmEc2byACqAC-EWg0A"
 REST_PREFIX = "AAMkAGVmMDEzMTM4LTZmYWUtNDdkNC1hMDZiLTU1OGY5OTZhYmY4OABGAAAAAA"
 CONVERSATION_PREFIX = "AAQkAGVmMDEzMTM4LTZmYWUtNDdkNC1hMDZiLTU1OGY5OTZhYmY4OAAQA"
 WELL_KNOWN_FOLDERS = frozenset(
-    {"inbox", "drafts", "sentitems", "deleteditems", "junkemail", "archive", "outbox", "clutter"}
+    {"inbox", "drafts", "sentitems", "deleteditems", "junkemail", "archive", "outbox", "clutter", "msgfolderroot"}
 )
+# The display names an English mailbox gives its well-known folders (Graph answers them in the mailbox's locale).
+FOLDER_DISPLAY_NAMES = {
+    "inbox": "Inbox",
+    "drafts": "Drafts",
+    "sentitems": "Sent Items",
+    "deleteditems": "Deleted Items",
+    "junkemail": "Junk Email",
+    "archive": "Archive",
+    "outbox": "Outbox",
+    "clutter": "Clutter",
+    "msgfolderroot": "Top of Information Store",
+}
 FLAG_STATUSES = ("notFlagged", "flagged", "complete")
 _BATCH_PART = "sandbox.graph_batch_part"  # WSGI environ key of an inner request of a $batch
 _ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _FILTER = re.compile(r"^\s*receivedDateTime\s+(ge|gt)\s+(\S+)\s*$", re.IGNORECASE)
 _DELTA_PATH = re.compile(r"^mailfolders(?:/([^/()']+)|\('([^']+)'\))/messages/delta$", re.IGNORECASE)
+_FOLDER_PATH = re.compile(r"^mailfolders(?:/([^/()']+)|\('([^']+)'\))$", re.IGNORECASE)
 _MESSAGE_PATH = re.compile(r"^messages(?:/([^/()']+)|\('([^']+)'\))$", re.IGNORECASE)
 
 
@@ -106,6 +129,7 @@ class GraphMessage:
     headers: list[tuple[str, str]] = field(default_factory=list)
     inference: str = "focused"  # inferenceClassification: "focused" | "other"
     reply_to: list[tuple[str, str]] = field(default_factory=list)  # its Reply-To header's addresses: replyTo
+    conversation_index: bytes = b""  # conversationIndex (PidTagConversationIndex)
 
     def rest_id(self) -> str:
         return f"{REST_PREFIX}{self.rest_key or self.key}"
@@ -215,11 +239,15 @@ def message_add(
     received = (received or _now()).astimezone(UTC).replace(microsecond=0)
     with state.lock:
         mailbox = mailbox_ensure(state, address)
-        conversation = None
-        for earlier in mailbox.messages.values():
-            if in_reply_to and earlier.internet_message_id in in_reply_to:
-                conversation = earlier.conversation_key
-                break
+        joined = next(
+            (
+                earlier
+                for earlier in mailbox.messages.values()
+                if (in_reply_to and earlier.internet_message_id in in_reply_to)
+                or (internet_message_id and earlier.internet_message_id == internet_message_id)
+            ),
+            None,
+        )
         mailbox.seq += 1
         key = _key()
         recipients = list(to or [(mailbox.display_name, mailbox.address)])
@@ -243,7 +271,7 @@ def message_add(
             body_type=body_type,
             body=body,
             internet_message_id=internet_id,
-            conversation_key=conversation or _key(),
+            conversation_key=joined.conversation_key if joined else _key(),
             has_attachments=has_attachments,
             created_seq=mailbox.seq,
             changed_seq=mailbox.seq,
@@ -256,10 +284,38 @@ def message_add(
             headers=list(headers),
             inference=inference,
             reply_to=list(reply_to or []),
+            conversation_index=_conversation_index(headers, joined, internet_id, received),
         )
         mailbox.messages[key] = message
         _notify(state, mailbox, message, "created")
         return message
+
+
+_FILETIME_EPOCH = datetime(1601, 1, 1, tzinfo=UTC)
+
+
+def _conversation_index(
+    headers: list[tuple[str, str]], joined: GraphMessage | None, internet_id: str, received: datetime
+) -> bytes:
+    """PidTagConversationIndex as [MS-OXOMSG] 2.2.1.3 lays it out: the Thread-Index header when the mail has a
+    readable one; the index of another copy of the same mail; the answered message's index plus a 5-byte
+    response level (DeltaCode 0, the 31 bits above the 18 lowest of the FILETIME difference, a random and a
+    sequence nibble); else a new 22-byte header (0x01, the FILETIME without its 24 lowest bits, a GUID)."""
+    thread_index = next((value for name, value in headers if name.lower() == "thread-index"), "")
+    try:
+        given = base64.b64decode(thread_index.strip(), validate=True) if thread_index else b""
+    except (binascii.Error, ValueError):
+        given = b""
+    if len(given) >= 22 and (len(given) - 22) % 5 == 0:
+        return given
+    ticks = int((received - _FILETIME_EPOCH).total_seconds() * 10_000_000)
+    if joined is not None and joined.conversation_index:
+        if joined.internet_message_id == internet_id:
+            return joined.conversation_index
+        since = max(ticks - int((joined.received - _FILETIME_EPOCH).total_seconds() * 10_000_000), 0)
+        level = ((since >> 18) & 0x7FFFFFFF).to_bytes(4, "big") + bytes([secrets.randbits(4) << 4])
+        return joined.conversation_index + level
+    return b"\x01" + (ticks >> 24).to_bytes(5, "big") + uuid.uuid4().bytes
 
 
 def _notify(
@@ -526,6 +582,7 @@ MESSAGE_FIELDS = (
     "importance",
     "parentFolderId",
     "conversationId",
+    "conversationIndex",
     "isDeliveryReceiptRequested",
     "isReadReceiptRequested",
     "isRead",
@@ -541,9 +598,14 @@ MESSAGE_FIELDS = (
     "replyTo",
     "flag",
 )
-# Fields Graph sends only when $select names them.
-SELECT_ONLY_FIELDS = ("internetMessageHeaders",)
-_FIELD_NAMES = {name.lower(): name for name in ("id", *MESSAGE_FIELDS, *SELECT_ONLY_FIELDS)}
+# Fields Graph sends only when $select names them. uniqueBody is the body as the sandbox keeps it (Exchange
+# would leave out the quoted history it recognises).
+SELECT_ONLY_FIELDS = ("internetMessageHeaders", "uniqueBody")
+# Navigation properties of message: a $select may name them (they are properties of the type), but their
+# content comes only with $expand, which the sandbox does not serve.
+NAVIGATION_FIELDS = ("attachments", "extensions", "singleValueExtendedProperties", "multiValueExtendedProperties")
+# Every property of message in msgraph-sdk's models (Message, OutlookItem, Entity): what $select accepts.
+_FIELD_NAMES = {name.lower(): name for name in ("id", *MESSAGE_FIELDS, *SELECT_ONLY_FIELDS, *NAVIGATION_FIELDS)}
 
 
 def message_resource(
@@ -566,6 +628,7 @@ def message_resource(
         "importance": "normal",
         "parentFolderId": folder_id(mailbox, message.folder),
         "conversationId": CONVERSATION_PREFIX + message.conversation_key,
+        "conversationIndex": base64.b64encode(message.conversation_index).decode(),
         "isDeliveryReceiptRequested": False,
         "isReadReceiptRequested": False,
         "isRead": message.is_read,
@@ -580,13 +643,14 @@ def message_resource(
         "replyTo": [_recipient(r) for r in message.reply_to],
         "flag": {"flagStatus": message.flag},
     }
-    if "body" in wanted:
+    if "body" in wanted or "uniqueBody" in wanted:
         if body_format == "text" and message.body_type == "html":
-            values["body"] = {"contentType": "text", "content": text}
+            body = {"contentType": "text", "content": text}
         elif body_format == "html" and message.body_type == "text":
-            values["body"] = {"contentType": "html", "content": _text_to_html(message.body)}
+            body = {"contentType": "html", "content": _text_to_html(message.body)}
         else:
-            values["body"] = {"contentType": message.body_type, "content": message.body}
+            body = {"contentType": message.body_type, "content": message.body}
+        values["body"] = body
     resource: dict[str, Any] = {
         "@odata.etag": f'W/"{message.change_key}"',
         "id": message_id(message, immutable=immutable),
@@ -594,6 +658,8 @@ def message_resource(
     resource.update({name: values[name] for name in MESSAGE_FIELDS if name in wanted})
     if "internetMessageHeaders" in wanted:
         resource["internetMessageHeaders"] = [{"name": name, "value": value} for name, value in message.headers]
+    if "uniqueBody" in wanted:
+        resource["uniqueBody"] = values["body"]
     return resource
 
 
@@ -605,14 +671,15 @@ class GraphError(Exception):
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
-    """Graph's error shape: {"error": {"code", "message", "innerError": {date, request-id, client-request-id}}}."""
+    """Graph's error shape: {"error": {"code", "message", "innerError": {date, request-id, client-request-id}}};
+    the date without an offset, as live Graph writes it ("2026-03-05T14:15:53")."""
     request_id = g.get("graph_request_id") or str(uuid.uuid4())
     return {
         "error": {
             "code": code,
             "message": message,
             "innerError": {
-                "date": _iso(_now()),
+                "date": _now().strftime("%Y-%m-%dT%H:%M:%S"),
                 "request-id": request_id,
                 "client-request-id": request.headers.get("client-request-id", request_id),
             },
@@ -686,6 +753,9 @@ def request_preferences() -> Preferences:
 
 
 def _select() -> list[str] | None:
+    """The message properties a $select names (canonical names, `id` left out: it is always sent). A name
+    that is no property of message is refused as Outlook's request broker does (body captured from live Graph,
+    e.g. for `messageClass`: code RequestBroker--ParseUri, the type named by its Outlook REST name)."""
     value = request.args.get("$select")
     if value is None:
         return None
@@ -694,7 +764,10 @@ def _select() -> list[str] | None:
         name = raw.strip()
         canonical = _FIELD_NAMES.get(name.lower())
         if canonical is None:
-            raise _bad_request(f"Could not find a property named '{name}' on type 'microsoft.graph.message'.")
+            raise _bad_request(
+                f"Could not find a property named '{name}' on type 'Microsoft.OutlookServices.Message'.",
+                "RequestBroker--ParseUri",
+            )
         if canonical != "id":
             chosen.append(canonical)
     return chosen
@@ -955,10 +1028,77 @@ def me_resource(rest: str) -> Response:
     delta = _DELTA_PATH.match(rest)
     if delta:
         return _delta(delta.group(1) or delta.group(2))
+    folder = _FOLDER_PATH.match(rest)
+    if folder:
+        return _folder_get(folder.group(1) or folder.group(2))
     single = _MESSAGE_PATH.match(rest)
     if single:
         return _message_get(single.group(1) or single.group(2))
     raise _bad_request(f"Resource not found for the segment '{rest.split('/')[0]}'.")
+
+
+# The properties of msgraph-sdk's MailFolder (and Entity's id); the navigation ones (childFolders, messages,
+# messageRules, the extended properties) may be named in $select but come only with $expand.
+FOLDER_FIELDS = ("displayName", "parentFolderId", "childFolderCount", "unreadItemCount", "totalItemCount", "isHidden")
+_FOLDER_NAVIGATION = (
+    "childFolders",
+    "messages",
+    "messageRules",
+    "singleValueExtendedProperties",
+    "multiValueExtendedProperties",
+)
+_FOLDER_FIELD_NAMES = {name.lower(): name for name in ("id", *FOLDER_FIELDS, *_FOLDER_NAVIGATION)}
+
+
+def _folder_select() -> set[str]:
+    """The mailFolder properties a $select names (all of them without one). An unknown name is the 400 Graph
+    answers for folders (captured from live Graph, e.g. for `isRead` on a folder)."""
+    value = request.args.get("$select")
+    if value is None:
+        return set(FOLDER_FIELDS)
+    chosen = set()
+    for raw in value.split(","):
+        name = raw.strip()
+        canonical = _FOLDER_FIELD_NAMES.get(name.lower())
+        if canonical is None:
+            raise _bad_request(
+                "Parsing OData Select and Expand failed: "
+                f"Could not find a property named '{name}' on type 'microsoft.graph.mailFolder'."
+            )
+        chosen.add(canonical)
+    return chosen
+
+
+def folder_resource(mailbox: OutlookMailbox, name: str, *, select: set[str]) -> dict[str, Any]:
+    """The mailFolder resource of folder `name`: the well-known folders (and any other) sit under msgfolderroot,
+    whose own parent (the mailbox's root, not a mail folder) is named by an id nothing else answers to."""
+    in_it = [m for m in mailbox.messages.values() if m.folder == name]
+    if name == "msgfolderroot":
+        parent = "AQMkADAwATM0MDAAMS1iNTcwLWI2NTEtMDACLTAwCgAuAAAB" + mailbox.inbox_id[-24:]
+        children = len({*WELL_KNOWN_FOLDERS, *mailbox.folder_ids} - {"msgfolderroot"})
+    else:
+        parent, children = folder_id(mailbox, "msgfolderroot"), 0
+    values: dict[str, Any] = {
+        "displayName": FOLDER_DISPLAY_NAMES.get(name, name),
+        "parentFolderId": parent,
+        "childFolderCount": children,
+        "unreadItemCount": sum(1 for m in in_it if not m.is_read),
+        "totalItemCount": len(in_it),
+        "isHidden": False,
+    }
+    return {"id": folder_id(mailbox, name), **{key: values[key] for key in FOLDER_FIELDS if key in select}}
+
+
+def _folder_get(folder_ref: str) -> Response:
+    mailbox = mailbox_of_request()
+    select = _folder_select()
+    with sandbox_state().lock:
+        name = folder_of_ref(mailbox, folder_ref)
+        if name is None:
+            raise _not_found()
+        resource = folder_resource(mailbox, name, select=select)
+    context = f"{tls_base_url()}/v1.0/$metadata#users('{quote(mailbox.address)}')/mailFolders/$entity"
+    return json_response({"@odata.context": context, **resource})
 
 
 def _message_get(message_ref: str) -> Response:

@@ -193,12 +193,14 @@ class ReaderTask:
     sentence: str = ""  # the ask sentence, as the email wrote it
     kind: str = "ask"
     waiting_on: str = ""
+    due_time: str | None = None  # "HH:MM", when the sentence states a time beside its date
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "sentence": self.sentence,
             "title": self.title,
             "due_date": self.due_date.isoformat() if self.due_date else None,
+            "due_time": self.due_time if self.due_date else None,
             "priority": self.priority,
             "kind": self.kind,
             "waiting_on": self.waiting_on,
@@ -390,7 +392,7 @@ def _ask(sentence: str, email: ReaderEmail) -> ReaderTask | None:
     if not is_ask(sentence) or asks_someone_else(sentence, email):
         return None
     due, priority = find_due_date(sentence, email.sent_on), find_priority(sentence, _normalise(email.subject))
-    return ReaderTask(make_title(sentence), due, priority, sentence=sentence.strip())
+    return ReaderTask(make_title(sentence), due, priority, sentence=sentence.strip(), due_time=find_due_time(sentence))
 
 
 def _sent_task(sentence: str, email: ReaderEmail) -> ReaderTask | None:
@@ -525,6 +527,25 @@ def make_title(sentence: str) -> str:
         space = cut.rfind(" ")
         title = (cut[:space] if space > 0 else cut[:MAX_TITLE_CHARS]).rstrip(_TRAILING_PUNCTUATION)
     return title[:1].upper() + title[1:]
+
+
+_CLOCK = re.compile(
+    r"\b(?:at|by|before)\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\b|\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b", re.I
+)
+
+
+def find_due_time(sentence: str) -> str | None:
+    """The time of day a sentence states ("by 3pm", "at 10:30", "at 9 am"), as HH:MM; None when it states none."""
+    match = _CLOCK.search(sentence)
+    if match is None:
+        return None
+    hour, minute, half = (match[1], match[2], match[3]) if match[1] else (match[4], match[5], match[6])
+    if not (half or minute):  # "at 3" alone: a number, not surely a time
+        return None
+    hour_of_day = int(hour) % 12 + (12 if (half or "").lower() == "pm" else 0) if half else int(hour)
+    if hour_of_day > 23 or int(minute or 0) > 59:
+        return None
+    return f"{hour_of_day:02d}:{int(minute or 0):02d}"
 
 
 def find_due_date(sentence: str, sent_on: date | None) -> date | None:

@@ -4,18 +4,24 @@ for a task changed by hand, taken or set aside."""
 
 from __future__ import annotations
 
-from datetime import date, datetime
+import unicodedata
+from datetime import date, datetime, time
 from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Field, Path, Query, Router, Schema, Status
-from pydantic import ConfigDict
+from pydantic import ConfigDict, WithJsonSchema
+from pydantic.config import JsonDict
 
+from config.errors import ConflictError
 from config.http import request_user
 from config.pagination import PageParams, page_of
 from tasks.models import Task, TaskEvent
 from tasks.selectors import task_get, task_history, task_list, task_pending_suggestion
 from tasks.services import (
+    DUE_DATE_YEARS_AHEAD,
+    EARLIEST_DUE_DATE,
     MAX_NOTES_CHARS,
     MAX_TITLE_CHARS,
     db_text,
@@ -34,6 +40,51 @@ MAX_BULK = 500
 
 TaskId = Annotated[int, Path(ge=1, le=MAX_ID, description="The task's id.")]
 EventId = Annotated[int, Path(ge=1, le=MAX_ID, description="The id of a row of the task's `history`.")]
+
+
+def _visible() -> str:
+    r"""A character a person sees, as the services judge it: they drop format characters (category Cf: U+200B,
+    U+202E, ...) and NUL from a title or a token's name, split it on whitespace (Python's, which counts
+    \x1c-\x1f and \x85 too) and refuse one left empty, which `\S` does not say. A class of what is none of
+    those, in the syntax ECMA-262 (JSON Schema), Python's `re` (schemathesis) and pydantic all read alike, so the
+    document and the API cannot disagree. The format characters above U+FFFF (tags, Egyptian and musical
+    controls) cannot be written so in all three: a name made only of those passes the pattern and is refused."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x10000):
+        if unicodedata.category(chr(code)) == "Cf":
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    formats = "".join(rf"\u{a:04x}" if a == b else rf"\u{a:04x}-\u{b:04x}" for a, b in ranges)
+    return rf"[^\s\x00\x1c-\x1f\x85{formats}]"
+
+
+VISIBLE = _visible()
+
+
+def _years_from_2000(last: int) -> str:
+    r"""The regex of the years 2000 to `last` (of this century): `20(?:[0-2]\d|3[0-5])` up to 2035."""
+    decades, year = divmod(last - 2000, 10)
+    whole_decades = rf"[0-{decades - 1}]\d|" if decades else ""
+    return rf"20(?:{whole_decades}{decades}[0-{year}])"
+
+
+# A due date is accepted from 2000 to ten years from today (tasks.services.due_date_in_range), which no JSON Schema
+# keyword says of a date. The pattern states the whole years within it as of the day this process started; the
+# bound only moves later, so every date it admits stays accepted (and up to a year beyond it is accepted too).
+DUE_DATE_PATTERN = (
+    rf"^{_years_from_2000(timezone.now().year + DUE_DATE_YEARS_AHEAD - 1)}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])$"
+)
+DueDate = Annotated[date, WithJsonSchema({"type": "string", "format": "date", "pattern": DUE_DATE_PATTERN})]
+DueTime = Annotated[str, Field(pattern=r"^(?:[01]\d|2[0-3]):[0-5]\d$")]
+DUE_TIME_RULE = (
+    "The time of day it is due, `HH:MM` in your time zone; only with a due date (else 422 `invalid_due_time`)."
+)
+DUE_DATE_RULE = (
+    f"From {EARLIEST_DUE_DATE:%Y-%m-%d} to {DUE_DATE_YEARS_AHEAD} years from today (`pattern` states the years "
+    "always within); another date is a 422 `invalid_due_date`."
+)
 
 
 class TaskLinkOut(Schema):
@@ -85,6 +136,7 @@ class TaskOut(Schema):
     status: Task.Status
     priority: Task.Priority | None
     due_date: date | None
+    due_time: str | None = Field(description="`HH:MM` in your time zone, or null (due some time that day).")
     source: Task.Source
     email_link: str
     email_sender: str
@@ -121,6 +173,10 @@ class TaskOut(Schema):
     @staticmethod
     def resolve_priority(task: Task) -> str | None:
         return task.priority or None
+
+    @staticmethod
+    def resolve_due_time(task: Task) -> str | None:
+        return f"{task.due_time:%H:%M}" if task.due_time else None
 
     @staticmethod
     def resolve_links(task: Task) -> list[dict[str, Any]]:
@@ -170,12 +226,23 @@ class TaskPage(Schema):
     next: str | None = Field(description="The URL of the next page, or null on the last one.")
 
 
-class TaskIn(Schema):
-    model_config = ConfigDict(extra="forbid")
+# A time only with a date: no `due_time`, a null one, or a `due_date` beside it (so a generator of valid requests,
+# schemathesis among them, never sends a time alone, which would be refused).
+_TIME_NEEDS_DATE: JsonDict = {
+    "anyOf": [
+        {"properties": {"due_time": {"type": "null"}}},
+        {"required": ["due_date"], "properties": {"due_date": {"type": "string"}}},
+    ]
+}
 
-    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS, pattern=r"\S")
+
+class TaskIn(Schema):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_TIME_NEEDS_DATE)
+
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS, pattern=VISIBLE)
     notes: str = Field(default="", max_length=MAX_NOTES_CHARS)
-    due_date: date | None = None
+    due_date: DueDate | None = Field(default=None, description=DUE_DATE_RULE)
+    due_time: DueTime | None = Field(default=None, description=DUE_TIME_RULE)
     priority: Task.Priority | None = None
 
 
@@ -187,9 +254,10 @@ class TaskPatch(Schema):
 
     # A default of None on a non-nullable type: a field left out is None here and then not passed on,
     # while an explicit null is refused by validation.
-    title: str = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS, pattern=r"\S")  # type: ignore[assignment]
+    title: str = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS, pattern=VISIBLE)  # type: ignore[assignment]
     notes: str = Field(default=None, max_length=MAX_NOTES_CHARS)  # type: ignore[assignment]
-    due_date: date | None = None
+    due_date: DueDate | None = Field(default=None, description=DUE_DATE_RULE)
+    due_time: DueTime | None = Field(default=None, description=DUE_TIME_RULE + " `null` clears it.")
     priority: Task.Priority | None = None
     status: Task.Status = Field(default=None)  # type: ignore[assignment]
 
@@ -274,6 +342,7 @@ def create_task(request: HttpRequest, payload: TaskIn) -> Status[Any]:
         title=payload.title,
         notes=payload.notes,
         due_date=payload.due_date,
+        due_time=_time(payload.due_time),
         priority=payload.priority or "",
     )
     return Status(201, task)
@@ -296,7 +365,15 @@ def update_task(request: HttpRequest, task_id: TaskId, payload: TaskPatch) -> Ta
     changes = payload.model_dump(exclude_unset=True)
     if "priority" in changes:
         changes["priority"] = changes["priority"] or ""
+    if "due_time" in changes:
+        changes["due_time"] = _time(changes["due_time"])
+        if changes["due_time"] is not None and changes.get("due_date", task.due_date) is None:
+            raise ConflictError("This task has no due date: send `due_date` with the time.", code="no_due_date")
     return task_update(task=task, **changes)
+
+
+def _time(value: str | None) -> time | None:
+    return time.fromisoformat(value) if value else None
 
 
 @router.post(

@@ -35,12 +35,19 @@ class TaskEditForm(forms.Form):
     title = forms.CharField(max_length=300)
     notes = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(attrs={"rows": 3}))
     due_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Due")
+    due_time = forms.TimeField(required=False, widget=forms.TimeInput(attrs={"type": "time"}), label="At")
     priority = forms.ChoiceField(choices=PRIORITY_CHOICES, required=False)
 
     def __init__(self, *args: object, task: Task, **kwargs: object) -> None:
         kwargs.setdefault("auto_id", f"task-{task.pk}-%s")
         kwargs.setdefault(
             "initial",
-            {"title": task.title, "notes": task.notes, "due_date": task.due_date, "priority": task.priority},
+            {
+                "title": task.title,
+                "notes": task.notes,
+                "due_date": task.due_date,
+                "due_time": task.due_time,
+                "priority": task.priority,
+            },
         )
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

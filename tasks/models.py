@@ -54,6 +54,8 @@ class Task(TimeStampedModel):
     title_key = models.CharField(max_length=300)
     notes = models.TextField(blank=True)
     due_date = models.DateField(null=True, blank=True)
+    # The time of day it is due, in the person's time zone (only with a due date): "call Bob tomorrow 3pm".
+    due_time = models.TimeField(null=True, blank=True)
     priority = models.CharField(max_length=8, choices=Priority.choices, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     email_link = models.URLField(max_length=1000, blank=True)

@@ -4,7 +4,7 @@ from collections.abc import Collection
 from datetime import date
 
 from django.contrib.postgres.search import SearchQuery, SearchVector
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, QuerySet
 from django.db.models.functions import TruncDate
 
 from accounts.models import User
@@ -117,10 +117,9 @@ def task_count(
 def _filtered(
     *, user: User, status: str | None, query: str, integration_id: int | None, source: str, kinds: Collection[str]
 ) -> QuerySet[Task]:
-    # Each task shows its mailboxes and its history: one query each for the whole page.
-    tasks = (
-        Task.objects.filter(user=user).select_related("integration").prefetch_related("links__integration", "events")
-    )
+    # Each task shows its mailboxes (its links, with theirs) and its history: one query each for the whole page.
+    links = Prefetch("links", queryset=TaskLink.objects.select_related("integration"))
+    tasks = Task.objects.filter(user=user).select_related("integration").prefetch_related(links, "events")
     if status:
         tasks = tasks.filter(status=status)
     if kinds:
@@ -162,9 +161,26 @@ def _with_earlier(tasks: QuerySet[Task], earlier: bool | None) -> QuerySet[Task]
         return tasks
     if earlier:
         return tasks.filter(_earlier_q())
-    # NOT IN the ids, not exclude(Q): a task without a mailbox or a received time makes the condition NULL,
-    # and NOT NULL would leave it out too.
-    return tasks.exclude(pk__in=Task.objects.filter(_earlier_q()).values("pk"))
+    # The negation written out, row by row (no subquery over everyone's tasks): a task without a mailbox, a
+    # received time or a due date is not an earlier one (`exclude(Q)` would make those NULL and leave them out).
+    return tasks.filter(
+        Q(integration__isnull=True)
+        | Q(email_received_at__isnull=True)
+        | Q(due_date__isnull=True)
+        | Q(email_received_at__gte=F("integration__created_at"))
+        | Q(due_date__gte=TruncDate("integration__created_at"))
+    )
+
+
+def _earlier(
+    *, user: User, query: str, integration_id: int | None, source: str, kinds: Collection[str]
+) -> QuerySet[Task]:
+    return _with_earlier(
+        _filtered(
+            user=user, status=Task.Status.OPEN, query=query, integration_id=integration_id, source=source, kinds=kinds
+        ),
+        True,
+    )
 
 
 def task_earlier(
@@ -178,14 +194,16 @@ def task_earlier(
 ) -> tuple[list[Task], int]:
     """The person's open tasks from before their mailbox was connected that were past due then (`_earlier_q`),
     in the list's order, at most `limit`, and how many there are."""
-    tasks = _with_earlier(
-        _filtered(
-            user=user, status=Task.Status.OPEN, query=query, integration_id=integration_id, source=source, kinds=kinds
-        ),
-        True,
-    )
+    tasks = _earlier(user=user, query=query, integration_id=integration_id, source=source, kinds=kinds)
     rows = list(tasks.order_by(*OPEN_ORDER.order_by())[:limit])
     return rows, len(rows) if len(rows) < limit else tasks.count()
+
+
+def task_earlier_count(
+    *, user: User, query: str = "", integration_id: int | None = None, source: str = "", kinds: Collection[str] = ()
+) -> int:
+    """How many tasks `task_earlier` has, in one count (the collapsed group shows this, not its rows)."""
+    return _earlier(user=user, query=query, integration_id=integration_id, source=source, kinds=kinds).count()
 
 
 def task_get(*, user: User, task_id: int) -> Task:

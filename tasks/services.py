@@ -5,7 +5,7 @@ import unicodedata
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, time
 from typing import Any
 
 from django.db import connection, transaction
@@ -67,6 +67,7 @@ class EmailTaskRow:
     kind: str = Task.Kind.ASK  # asked of the person, promised by them, or what they wait for
     waiting_on: str = ""  # a waiting item's recipient ("Name <address>")
     participants: str = ""  # the email's From, To and Cc addresses (Task.participants)
+    due_time: time | None = None  # the time the email states, with its due date
 
 
 def task_insert_from_emails(*, rows: list[EmailTaskRow], kinds: Counter[str] | None = None) -> int:
@@ -99,6 +100,7 @@ def _task_insert(rows: list[EmailTaskRow], kinds: Counter[str]) -> int:
         "title": ("text", [shown_text(r.title)[:MAX_TITLE_CHARS] for r in rows]),
         "title_key": ("text", [task_title_key(shown_text(r.title)) for r in rows]),
         "due_date": ("date", [r.due_date for r in rows]),
+        "due_time": ("time", [r.due_time for r in rows]),
         "priority": ("text", [r.priority for r in rows]),
         "email_link": ("text", [db_text(r.email_link)[:1000] for r in rows]),
         "email_sender": ("text", [shown_text(r.email_sender)[:500] for r in rows]),
@@ -237,11 +239,27 @@ def _check_notes(notes: str) -> str:
     return notes
 
 
-def task_create(*, user: User, title: str, notes: str = "", due_date: date | None = None, priority: str = "") -> Task:
+def _check_due_time(due_date: date | None, due_time: time | None) -> None:
+    if due_time is not None and due_date is None:
+        raise ApplicationError(
+            "A time needs a due date: choose the day too.", code="invalid_due_time", extra={"field": "due_time"}
+        )
+
+
+def task_create(
+    *,
+    user: User,
+    title: str,
+    notes: str = "",
+    due_date: date | None = None,
+    due_time: time | None = None,
+    priority: str = "",
+) -> Task:
     """A task added by hand."""
     title = _clean_title(title)
     notes = _check_notes(notes)
     _check_due_date(due_date)
+    _check_due_time(due_date, due_time)
     _check_priority(priority)
     return Task.objects.create(
         user=user,
@@ -251,6 +269,7 @@ def task_create(*, user: User, title: str, notes: str = "", due_date: date | Non
         title_key=task_title_key(title),
         notes=notes,
         due_date=due_date,
+        due_time=due_time,
         priority=priority,
     )
 
@@ -264,6 +283,7 @@ def task_update(
     title: str = _UNSET,
     notes: str = _UNSET,
     due_date: date | None = _UNSET,
+    due_time: time | None = _UNSET,
     priority: str = _UNSET,
     status: str = _UNSET,
 ) -> Task:
@@ -280,6 +300,12 @@ def task_update(
         _check_due_date(due_date)
         task.due_date = due_date
         fields.append("due_date")
+        if due_date is None and due_time is _UNSET:
+            due_time = None  # no day, no time of day
+    if due_time is not _UNSET:
+        _check_due_time(task.due_date, due_time)
+        task.due_time = due_time
+        fields.append("due_time")
     if priority is not _UNSET:
         _check_priority(priority or "")
         task.priority = priority or ""

@@ -31,8 +31,16 @@ from integrations.models import Integration
 from integrations.selectors import integration_list
 from tasks.forms import TaskEditForm, TaskForm
 from tasks.models import Task
-from tasks.quickadd import quick_add_notes, quick_add_resolve
-from tasks.selectors import task_count, task_due_counts, task_earlier, task_get, task_list_version, task_page
+from tasks.quickadd import quick_add_resolve
+from tasks.selectors import (
+    task_count,
+    task_due_counts,
+    task_earlier,
+    task_earlier_count,
+    task_get,
+    task_list_version,
+    task_page,
+)
 from tasks.services import (
     task_bulk_set_status,
     task_create,
@@ -123,6 +131,7 @@ class Group:
     tasks: list[Task] = field(default_factory=list)
     continued: bool = False  # the group went on from the page before: its heading is there already
     count: int | None = None  # all its tasks, on this page and the others
+    loaded: bool = True  # its rows are here ("From before you connected" collapsed: only its count, rows on opening)
 
 
 GROUP_LABELS = {"overdue": "Overdue", "today": "Today", "upcoming": "Upcoming", "no_date": "No date"}
@@ -165,9 +174,14 @@ def _groups(tasks: list[Task], filters: Filters, user: User, *, continues: str =
     return shown
 
 
-def _earlier_group(user: User, filters: Filters) -> Group | None:
+def _earlier_group(user: User, filters: Filters, *, rows: bool) -> Group | None:
     """The tasks from mail received before its mailbox was connected and past due by then, under one collapsed
-    heading above the others, on the first page only (issue 23: a first day does not open on "Overdue 5")."""
+    heading above the others, on the first page only (issue 23: a first day does not open on "Overdue 5").
+    Collapsed, it costs its count alone: its rows are fetched when it is opened (`task_earlier_rows`). With
+    `rows` (a search opens it; a refresh of a list where it was open keeps it so) they come with the page."""
+    if not rows:
+        count = task_earlier_count(user=user, **_search(filters))
+        return Group("earlier", "From before you connected", count=count, loaded=False) if count else None
     tasks, count = task_earlier(user=user, limit=EARLIER_LIMIT, **_search(filters))
     return Group("earlier", "From before you connected", tasks, count=count) if tasks else None
 
@@ -184,6 +198,7 @@ def _list_context(
     after: str = "",
     up_to: str = "",
     continues: str = "",
+    earlier_open: bool = False,
 ) -> dict[str, object]:
     """A page of the list: the first, the one `after` a cursor, or (a refresh of a list that loaded more)
     everything `up_to` the last task it showed. Raises InvalidCursor for a cursor that is not one."""
@@ -199,7 +214,11 @@ def _list_context(
     )
     groups = _groups(page.rows, filters, user, continues=continues)
     return {
-        "earlier": _earlier_group(user, filters) if filters.status == Task.Status.OPEN and not after else None,
+        "earlier": (
+            _earlier_group(user, filters, rows=earlier_open or filters.active)
+            if filters.status == Task.Status.OPEN and not after
+            else None
+        ),
         "tasks": page.rows,
         "groups": groups,
         "filters": filters,
@@ -291,13 +310,28 @@ def task_list_partial(request: HttpRequest) -> HttpResponse:
             continues = request.GET.get("group", "")
             context = _list_context(user, filters, after=after, continues=continues)
             return render(request, "tasks/_task_page.html", context)
-        context = _list_context(user, filters, up_to=_cursor(request, "upto"))
+        # `earlier=open`: the list's own refresh, sent while "From before you connected" was open (its input is
+        # included only then, tasks/_earlier.html): it stays open, with its rows.
+        earlier_open = request.GET.get("earlier") == "open"
+        context = _list_context(user, filters, up_to=_cursor(request, "upto"), earlier_open=earlier_open)
     except InvalidCursor as error:
         return HttpResponse(error.message, status=error.status)
     response = render(request, "tasks/_task_list.html", context)
     if is_htmx(request) and request.headers.get("HX-Trigger") == "task-filters":
         response["HX-Push-Url"] = reverse("home") + filters.querystring  # a search can be bookmarked
     return response
+
+
+@login_required
+@require_GET
+def task_earlier_rows(request: HttpRequest) -> HttpResponse:
+    """The rows of "From before you connected", fetched when the person opens the group (with the list's
+    filters, as the group's count was)."""
+    user = request_user(request)
+    filters = Filters.from_request(request)
+    return render(
+        request, "tasks/_earlier_rows.html", {"earlier": _earlier_group(user, filters, rows=True), "filters": filters}
+    )
 
 
 def _add_service_error(form: Form, error: ApplicationError) -> None:
@@ -321,8 +355,8 @@ def task_add(request: HttpRequest) -> HttpResponse:
             task_create(
                 user=request_user(request),
                 title=understood.title,
-                notes=quick_add_notes(understood),
                 due_date=understood.due_date,
+                due_time=understood.at,  # "3pm": the task is due at 15:00 (in the person's time zone)
                 priority=form.cleaned_data["priority"] or "",
             )
         except ApplicationError as error:
@@ -367,6 +401,7 @@ def task_edit(request: HttpRequest, task_id: int) -> HttpResponse:
                 title=form.cleaned_data["title"],
                 notes=form.cleaned_data["notes"],
                 due_date=form.cleaned_data["due_date"],
+                due_time=form.cleaned_data["due_time"],
                 priority=form.cleaned_data["priority"] or "",
             )
         except ApplicationError as error:

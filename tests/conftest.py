@@ -148,8 +148,9 @@ class GmailBox:
     address: str
     integration: Integration
 
-    def deliver(self, raw: str) -> str:
-        return str(self.sandbox.deliver(self.address, raw)["id"])
+    def deliver(self, raw: str, *, at: datetime | None = None) -> str:
+        """The message's id; `at` its internalDate (default now)."""
+        return str(self.sandbox.deliver(self.address, raw, internal_date=at)["id"])
 
     @property
     def cursor(self) -> str:
@@ -216,8 +217,9 @@ class OutlookBox:
     address: str
     integration: Integration
 
-    def deliver(self, raw: str) -> str:
-        return str(self.sandbox.deliver_outlook(self.address, raw)["id"])
+    def deliver(self, raw: str, *, at: datetime | None = None) -> str:
+        """The message's id; `at` its receivedDateTime (default now)."""
+        return str(self.sandbox.deliver_outlook(self.address, raw, received_at=at)["id"])
 
     @property
     def cursor(self) -> str:

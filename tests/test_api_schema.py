@@ -1,5 +1,6 @@
 """Schemathesis against the API's own OpenAPI document, as a program with a token: whatever it sends, no 5xx,
-and every answer has a status the document declares for that operation and matches its schema.
+and every answer has a status the document declares for that operation and matches its schema; and every
+request the document admits is accepted (it states each bound the API holds input to).
 
 Runs in-process (WSGI) with a fixed seed and a few dozen generated requests per operation (examples, coverage
 and fuzzing phases; positive and negative data), so it stays quick on two cores and fails the same way twice.
@@ -7,15 +8,19 @@ and fuzzing phases; positive and negative data), so it stays quick on two cores 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from zoneinfo import available_timezones
 
 import pytest
 import schemathesis
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.test import Client
+from django.utils import timezone
 from hypothesis import HealthCheck, settings
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.config import SchemathesisConfig
 
 from accounts.services import access_token_create, consent_grant
 from extraction.models import ExtractionRun
@@ -23,7 +28,26 @@ from tasks.models import Task, TaskEvent
 from tasks.services import task_create, task_insert_from_emails
 from tests.factories import IntegrationFactory, TaskEventFactory, UserFactory, email_closes, email_task, email_task_row
 
-schema = schemathesis.openapi.from_wsgi("/api/openapi.json", WSGIHandler())
+# Two operations' own settings. The coverage phase tries each value of an enum, which for PATCH /me is each of
+# ~600 time zones (some 20 s): the fuzzing phase still sends zones and not-zones, and the edge test below holds
+# the enum to the zones the API accepts. And a request the document admits may still be refused for the state
+# of what it names, which a generated id sometimes hits: a 400 `not_undoable` (undone already),
+# `suggestion_answered`, `no_sender` (a task added by hand); the document cannot say that, so there a 400 is
+# an answer, not a rejected request. Elsewhere, and a 422 anywhere, a request the document admits must pass.
+ACCEPTED_OR_REFUSED = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "operations": [
+            {"include-name": "PATCH /api/me", "phases": {"coverage": {"enabled": False}}},
+            {
+                "include-method": "POST",
+                "include-path-regex": r"/history/\{event_id\}/|^/api/muted-senders$",
+                "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED_OR_REFUSED}},
+            },
+        ]
+    }
+)
+schema = schemathesis.openapi.from_wsgi("/api/openapi.json", WSGIHandler(), config=CONFIG)
 
 EXAMPLES_PER_OPERATION = 20
 
@@ -70,10 +94,28 @@ def token(db: None, keep_test_connection: None) -> str:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 def test_the_api_keeps_to_its_document(case: schemathesis.Case, token: str) -> None:
-    # Every check but "schema-valid data is accepted": a due date must fall between 2000 and ten years from
-    # today, and a title must hold a visible character, which JSON Schema cannot say; such a request is a
-    # documented 422 naming the field.
-    case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, excluded_checks=[positive_data_acceptance])
+    # Every check, "schema-valid data is accepted" too: the document states each bound the API holds input to
+    # (due dates, time zones, visible titles), so a request it admits is never a 422.
+    case.call_and_validate(headers={"Authorization": f"Bearer {token}"})
+
+
+def test_the_documented_due_dates_and_time_zones_are_accepted_to_their_edges(token: str) -> None:
+    components = schema.raw_schema["components"]["schemas"]
+    admits = re.compile(components["TaskIn"]["properties"]["due_date"]["anyOf"][0]["pattern"]).search
+    this_year = timezone.now().year
+    last_year = max(year for year in range(2000, this_year + 12) if admits(f"{year}-12-31"))
+    # Whole years, from 2000 to the ninth from now (the tenth is within the bound only up to today's date).
+    assert last_year >= this_year + 9 and not admits(f"{last_year + 1}-01-01") and not admits("1999-12-31")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    for due in ("2000-01-01", f"{last_year}-12-31"):
+        response = client.post("/api/tasks", {"title": "Renew", "due_date": due}, content_type="application/json")
+        assert response.status_code == 201 and response.json()["due_date"] == due, response.content
+
+    zones = components["MePatch"]["properties"]["timezone"]["enum"]
+    assert set(zones) == available_timezones() and "Europe/Paris" in zones
+    for zone in (zones[0], zones[-1]):
+        response = client.patch("/api/me", {"timezone": zone}, content_type="application/json")
+        assert response.status_code == 200 and response.json()["timezone"] == zone, response.content
 
 
 def test_the_document_declares_each_tasks_sentence_and_no_input_takes_it() -> None:

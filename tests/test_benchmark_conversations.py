@@ -60,6 +60,10 @@ class End:
         for conversation in CONVERSATIONS:
             for index in range(len(conversation.expect)):
                 self.tasks[(conversation.id, index)] = self._item(conversation, index)
+            for message in conversation.messages:  # a stranger's email only suggests (tasks/conversation.py)
+                if message.stranger:
+                    task = self.tasks[(conversation.id, 0)]
+                    self.event(conversation, task, message.id, TaskEvent.Action.SUGGESTED, status_before="open")
 
     def _deliver(self, conversation: Conversation) -> None:
         for message in conversation.messages:
@@ -145,6 +149,24 @@ def test_the_end_a_correct_pipeline_leaves_passes_every_check() -> None:
     assert figures["commitments_found"] == figures["commitments"] > 0
     assert figures["closed_by_reply"] > 0 and figures["closed_by_incoming"] > 0
     assert figures["waiting_open"] == figures["waiting_open_expected"] > 0
+
+
+def test_a_stranger_closing_an_item_is_counted_and_a_missing_suggestion_fails() -> None:
+    end = End()
+    stranger = conversation("stranger-en-budget-deck")
+    task = end.tasks[(stranger.id, 0)]
+    TaskEvent.objects.filter(task=task).delete()
+    end.event(stranger, task, "m2", TaskEvent.Action.CLOSED, status_before="open")
+    Task.objects.filter(pk=task.pk).update(status=Task.Status.DONE)
+
+    figures, problems = end.figures()
+
+    assert figures["closed_by_stranger"] == 1
+    assert figures["stranger_suggestions"] == figures["stranger_replies"] - 1
+    assert any("by a stranger's email" in p for p in problems)
+    failed = [name for name, ok in checks_of(figures, None).items() if not ok]
+    assert "closed_by_stranger == 0 (a stranger's email changed no item)" in failed
+    assert "stranger_suggestions == stranger_replies" in failed
 
 
 def test_an_answered_ask_left_open_is_stale_and_an_unanswered_one_closed_is_wrong() -> None:

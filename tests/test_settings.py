@@ -58,7 +58,7 @@ def test_production_refuses_to_start_without_a_real_secret_key() -> None:
 
 
 def test_production_refuses_without_encryption_keys() -> None:
-    result = _import_settings(TASKLIFT_MODE="production", SECRET_KEY="x" * 60)
+    result = _import_settings(**_production(TASKLIFT_ENCRYPTION_KEYS=""))
     assert result.returncode != 0
     assert "TASKLIFT_ENCRYPTION_KEYS" in result.stderr
 
@@ -89,6 +89,7 @@ def _production(**env: str) -> dict[str, str]:
         "DEBUG": "false",
         **REAL_SERVICES,
         "EMAIL_HOST": "smtp.example.com",
+        "SITE_URL": "https://tasklift.example.com",  # production has no default: the public https:// address
         "DATABASE_URL": settings.DATABASE_URL,  # this test run's servers: production names its own
         "REDIS_URL": settings.REDIS_URL,
         **env,

@@ -15,18 +15,24 @@ only where they are certain, and keeps the text when in doubt.
   "-----Original Message-----" or forward line, Yandex's "<date>, <time>, "Name" <address>:"), except where
   the header is an attribution whose quote follows as ">" lines: there the header and the ">" lines go, and
   the person's lines between and below the quote stay (a bottom-posted or interleaved reply). A header with
-  no ">" quote after it must be certain by itself, as it cuts everything below. With nothing of the person's
+  no ">" quote after it must be certain by itself, as it cuts everything below: with an address or a time
+  in it, or naming the reader ("On Nov 26, 2013 you wrote:", a whole line). With nothing of the person's
   above the first header, the email is a bare forward: the forwarded text is the message.
 - **Sign-off.** A sign-off ("Best regards", "Mit freundlichen Grüßen", …) counts only alone on its line
-  (optionally followed by a name of at most three words) and only when it ends what the person wrote:
-  every line after it is short or contact-like, and none reads as an ask. "Thanks, and please send …" or
-  "Best, I think we should meet Tuesday" is text, not a sign-off.
+  (optionally followed by a name of at most three words), and "Thanks, and please send …" or "Best, I think
+  we should meet Tuesday" is text, not a sign-off. It ends what the person wrote when every line after it is
+  short, contact-like or a legal footer. A reply that delivers something often says so below the sign-off
+  ("Thanks!" then "P.S. Booked.", "Done: the report." or "Sent it over."): a postscript (P.S., PS, PD, NB,
+  … in any language), a sentence however short, an item or an ask there is the person's, so the text runs
+  to the last such line, and only a signature that looks like one (a name, a title, contact lines, a legal
+  footer; no other lowercase word) is cut below it.
 - **Signature.** A "--" line or a "Sent from my …" line starts the signature, by convention.
 - **Keep-guard.** The visible text is the newest message outside ">" quotes (what a mail client shows
   before "…"): quoted history is earlier mail, whose asks were read when it arrived. A sign-off or signature
   cut is undone when it would drop more than a quarter of the visible text's non-space characters and the
   lines it drops below the cut read as an ask (a question mark, a "please"-like word in one of the
-  languages, or a line starting with a common imperative verb).
+  languages, or a line starting with a common imperative verb), a legal footer's "please notify the
+  sender" aside.
 
 The rules are ours, each with its fixture (tests/fixtures/mail/, tests/integrations/test_clean_*.py): the
 libraries fall short of the languages and of the promise. mail-parser-reply, where the rules began, matches
@@ -49,8 +55,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from integrations.mail.languages import ASK, LANGUAGES
-from integrations.mail.quote_headers import header_at
+from integrations.mail.languages import ASK, FOOTER, LANGUAGES, POSTSCRIPT, YOU_WROTE
+from integrations.mail.quote_headers import Header, header_at
 
 ELLIPSIS = "…"
 
@@ -65,6 +71,16 @@ _KEEP_IF_DROPPING_MORE_THAN = 0.25
 _NAME_MAX_WORDS = 3
 _SIGNATURE_LINE_MAX_WORDS = 5
 _SIGNATURE_LINE_MAX_CHARS = 50
+_FOOTER_MIN_WORDS = 8
+_ABBREVIATION_MAX_LETTERS = 3  # "Inc.", "Co.", "Jr.", "Dan." end no sentence; "Done." and "Booked." do
+
+# Lowercase words that names, titles and companies hold ("Jan de Vries", "Head of Legal", "Smith and Sons"):
+# any other lowercase word makes a line read as a sentence, not as a signature's.
+_NAME_PARTICLES = frozenset(
+    {"of", "and", "for", "at", "to"}  # English
+    | {"de", "du", "da", "di", "le", "la", "les", "des", "del", "dos", "das", "do", "y", "e", "i", "et"}  # Romance
+    | {"van", "von", "der", "den", "und", "och", "z", "és"}  # Dutch, German, Swedish, Polish, Hungarian
+)
 
 
 _CONTACT = re.compile(r"@|https?://|www\.|\|| \d{4,}|\+?\d[\d ().-]{6,}\d")
@@ -72,6 +88,10 @@ _CONTACT = re.compile(r"@|https?://|www\.|\|| \d{4,}|\+?\d[\d ().-]{6,}\d")
 _SPACES = re.compile(r"[ \t\f\v\u00a0\u200b]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 _RULE_LINE = re.compile(r"(?:[-_=*~━─] ?)+")  # html2text draws <hr> as "* * *"
+_SENTENCE_END = ("!", "。", "！")  # noqa: RUF001  (the full-width one ends Japanese sentences)
+# A list item ("- the budget", "2) call Bob") or a labelled one ("Done: the report", "Open: the invoice").
+_ITEM = re.compile(r"(?:[-*•\u2013]|\d{1,2}[.)]|[^\W\d_][\w' -]{0,24}:)\s+(.+)")
+_YOU_WROTE = re.compile(rf"(?=.*\d){YOU_WROTE}\s*:")
 
 
 def clean_body(text: str, *, max_chars: int, languages: Iterable[str] | None = None) -> str:
@@ -153,7 +173,7 @@ def _newest_message(lines: list[str]) -> list[str]:
     kept: list[str] = []
     start = index = 0
     while index < len(lines):
-        header = header_at(lines, index)
+        header = header_at(lines, index) or _you_wrote_at(lines, index)
         if header is None:
             index += 1
             continue
@@ -168,20 +188,79 @@ def _newest_message(lines: list[str]) -> list[str]:
     return kept + lines[start:]
 
 
+def _you_wrote_at(lines: list[str], index: int) -> Header | None:
+    """An "On Nov 26, 2013 you wrote:" line with no ">" quote after it (`languages.YOU_WROTE`). It is certain
+    by itself, with no address or time, where "On 3 March 2026 we wrote:" is not: "you" is the reader, so what
+    follows is the reader's earlier message. (It belongs in `quote_headers.header_at`, once that file is free.)"""
+    line = lines[index]
+    if line.startswith(">") or not _YOU_WROTE.fullmatch(line) or ASK.search(line):
+        return None
+    return Header(1, False)
+
+
 # Sign-offs and signatures ------------------------------------------------------------------------------------
 
 
 def _without_signature(lines: list[str], rules: _Rules) -> list[str]:
+    below = _below_sign_offs(lines, rules)
     for index, line in enumerate(lines):
         if not line or not any(lines[:index]):
             continue
-        tail = lines[index + 1 :]
-        ends_text = line in ("--", "__") or bool(rules.sent_from.fullmatch(line) and not ASK.search(line))
-        if not ends_text and _is_signoff(line, rules):
-            ends_text = all(_signature_like(other) for other in tail)
-        if ends_text:
-            return lines if _cut_loses_an_ask(lines, index) else lines[:index]
+        cut: int | None = None
+        if line in ("--", "__") or (rules.sent_from.fullmatch(line) and not ASK.search(line)):
+            cut = index
+        elif _is_signoff(line, rules):
+            cut = _end_after_sign_off(index, below)
+        if cut is not None:
+            return lines if _cut_loses_an_ask(lines, cut, below.footer) else lines[:cut]
     return lines
+
+
+@dataclass(frozen=True)
+class _Below:
+    """What the lines below a sign-off are, worked out once per email: a sign-off word may stand on many."""
+
+    footer: frozenset[int]  # the lines of legal footers
+    last_own: int  # the person's last line below a sign-off (`_reads_as_the_persons`); -1 for none
+    signature_like_from: int  # from here on, every line is short, contact-like or a footer's
+    signature_from: int  # from here on, every line looks like a signature (`_looks_like_a_signature`) or a footer's
+
+
+def _below_sign_offs(lines: list[str], rules: _Rules) -> _Below:
+    footer = _footer_lines(lines)
+    own = [position for position in range(len(lines)) if _reads_as_the_persons(lines, position, footer, rules)]
+    return _Below(
+        footer=footer,
+        last_own=own[-1] if own else -1,
+        signature_like_from=_all_true_from(
+            [position in footer or _signature_like(line) for position, line in enumerate(lines)]
+        ),
+        signature_from=_all_true_from(
+            [position in footer or _looks_like_a_signature(line, rules) for position, line in enumerate(lines)]
+        ),
+    )
+
+
+def _all_true_from(flags: list[bool]) -> int:
+    start = len(flags)
+    while start and flags[start - 1]:
+        start -= 1
+    return start
+
+
+def _end_after_sign_off(index: int, below: _Below) -> int | None:
+    """Where the person's text ends, a sign-off being at `index`; None when the sign-off ends nothing.
+
+    With only a signature after it, the text ends at the sign-off. A line of the person's may follow it (a
+    P.S., a short sentence such as "Booked." or "Done: the report.", an item, an ask): replies that deliver
+    something write it there, and it was cut with the signature. Then the sign-off and everything down to the
+    person's last line stay, and only what looks like a signature below that goes: a name, a title, contact
+    lines, a footer. A short line is not enough there, as below the person's own line it may be theirs too.
+    """
+    if below.last_own <= index:
+        return index if below.signature_like_from <= index + 1 else None
+    end = below.last_own + 1
+    return end if below.signature_from <= end else None
 
 
 def _is_signoff(line: str, rules: _Rules) -> bool:
@@ -193,7 +272,48 @@ def _is_signoff(line: str, rules: _Rules) -> bool:
     return len(name) <= _NAME_MAX_WORDS and all(word[0].isupper() for word in name)
 
 
+def _reads_as_the_persons(lines: list[str], position: int, footer: frozenset[int], rules: _Rules) -> bool:
+    """A line below a sign-off that the person wrote: a postscript, or, outside a footer, an ask, a sentence
+    or an item. Another sign-off ("Cheers!") is not one."""
+    line = lines[position]
+    if not line:
+        return False
+    if POSTSCRIPT.match(line):
+        return True
+    if position in footer or _is_signoff(line, rules):
+        return False
+    return bool(ASK.search(line)) or _reads_as_a_sentence(line) or _names_an_item(line)
+
+
+def _reads_as_a_sentence(line: str) -> bool:
+    """A sentence, however short ("Booked.", "Sent it over.", "Erledigt!"), not a name's or a company's line
+    that ends with a dot ("D.", "Acme Corp.", "Jan de Vries Jr.")."""
+    if line.endswith(_SENTENCE_END):
+        return True
+    if not line.endswith("."):
+        return False
+    words = line[:-1].split()
+    if not words or not words[-1].isalpha():  # "J.R.", "Sp. z o.o.", "+1 555 0100."
+        return False
+    if len(words) == 1:
+        return len(words[0]) > _ABBREVIATION_MAX_LETTERS
+    return any(_is_lowercase_word(word) for word in words[1:])
+
+
+def _names_an_item(line: str) -> bool:
+    item = _ITEM.fullmatch(line)
+    if item is None or _CONTACT.search(line):
+        return False
+    return any(_is_lowercase_word(word) for word in item[1].split())
+
+
+def _is_lowercase_word(word: str) -> bool:
+    word = word.strip(",;:()\"'")
+    return word.isalpha() and word[0].islower() and word not in _NAME_PARTICLES
+
+
 def _signature_like(line: str) -> bool:
+    """A line of a signature, where nothing of the person's follows the sign-off: short, or contact-like."""
     if not line:
         return True
     if ASK.search(line):
@@ -202,9 +322,31 @@ def _signature_like(line: str) -> bool:
     return short or bool(_CONTACT.search(line))
 
 
-def _cut_loses_an_ask(lines: list[str], index: int) -> bool:
-    """The keep-guard: the cut drops a large share of the visible text, and what it drops reads as an ask."""
-    dropped = "\n".join(lines[index + 1 :])
+def _looks_like_a_signature(line: str, rules: _Rules) -> bool:
+    """A line of a signature, where the person's own lines stand above it: blank, a sign-off, a phone's line,
+    a contact line, or a name, title, company or address (no lowercase word but a name's: "D. Giron", "Head of
+    Legal", "佐藤")."""
+    if not line or _is_signoff(line, rules) or rules.sent_from.fullmatch(line) or _CONTACT.search(line):
+        return True
+    return len(line) <= _SIGNATURE_LINE_MAX_CHARS and not any(_is_lowercase_word(word) for word in line.split())
+
+
+def _footer_lines(lines: list[str]) -> frozenset[int]:
+    """The lines of legal footers (`languages.FOOTER`): each paragraph that reads as one, all its lines."""
+    footer: set[int] = set()
+    start = 0
+    for end in [*(index for index, line in enumerate(lines) if not line), len(lines)]:
+        paragraph = " ".join(lines[start:end])
+        if len(paragraph.split()) >= _FOOTER_MIN_WORDS and FOOTER.match(paragraph):
+            footer.update(range(start, end))
+        start = end + 1
+    return frozenset(footer)
+
+
+def _cut_loses_an_ask(lines: list[str], index: int, footer: frozenset[int]) -> bool:
+    """The keep-guard: the cut drops a large share of the visible text, and what it drops reads as an ask
+    (a footer's "please notify the sender" is no ask of the person's)."""
+    dropped = "\n".join(line for position, line in enumerate(lines) if position >= index and position not in footer)
     visible_chars = sum(len("".join(line.split())) for line in lines)
     dropped_chars = sum(len("".join(line.split())) for line in lines[index:])
     return dropped_chars > _KEEP_IF_DROPPING_MORE_THAN * visible_chars and bool(ASK.search(dropped))

@@ -2,11 +2,12 @@
 
 The quote headers are what Gmail, Apple Mail, Thunderbird, Outlook, Yandex and Zoho write in the client's
 own language; each pattern here has its fixture under tests/fixtures/mail/ (or a case in
-tests/integrations/test_clean_quote_headers.py). Sign-offs and "Sent from" lines are what people and phones
+tests/integrations/test_clean_*.py). Sign-offs and "Sent from" lines are what people and phones
 write; `clean.py` applies them only in the email's own languages (`LANGUAGES`). `QUOTE_HEADERS` holds the
 headers of those languages and of a few more (Danish, Russian) whose sign-offs are not read yet: a header is
 looked for in every language at once, as the sender's client writes it. `ASK` is what reads as an ask in any
-of them: a cut never drops it.
+of them: a cut never drops it. `POSTSCRIPT` and `FOOTER` are matched in every language at once too, each for
+its own reason (see each).
 """
 
 from __future__ import annotations
@@ -241,6 +242,41 @@ QUOTE_HEADERS: dict[str, HeaderWords] = {
 WROTE_VERBS = (
     r"wrote|schrieb|a écrit|escribió|ha scritto|escreveu|schreef|geschreven|napisał\(a\)|napisała|napisał|pisze|skrev"
     r"|kirjoitti|írta|のメール|написал\(а\)|написала|написал|пишет"  # noqa: RUF001
+)
+
+# Some clients name the earlier message's sender "you" when it was the reader's own, with no address or time:
+# "On Nov 26, 2013 you wrote:" (crisp-oss's email_unquoted_reply). Only a date's and a time's words stand between
+# "On" and "you wrote", so that a person's "On reflection, I agree with what you wrote:" stays theirs. English
+# only: the other languages' forms ("vous avez écrit", "schrieben Sie") wait for a fixture each.
+_DATE_WORD = r"(?:\d[\d/.:-]*|[A-Z][a-z]{2,8}\.?|at|@|[AaPp]\.?[Mm]\.?|GMT|UTC|[+-]\d{2}:?\d{2})"
+YOU_WROTE = rf"On (?:{_DATE_WORD},? ){{1,8}}you wrote"
+
+# What opens a postscript: "P.S.", "PS:", "P.P.S.", Spanish "PD:", "NB:", French "P.-S.", Hungarian "Ui.:",
+# Swedish "OBS!", Finnish "Huom:", Japanese "追伸". Bare letters need their punctuation ("PS " only in capitals),
+# so that "UI Designer" under a name stays a title. In every language at once: it only ever keeps a line.
+POSTSCRIPT = re.compile(
+    r"(?:p\.\s?p\.\s?s|p\.\s?-?s|p\.\s?d|n\.\s?b|u\.\s?i)\.?(?=[\s:,]|$)"
+    r"|(?:pps|ps|pd|nb|obs|huom|ui)\s?[.:!,\u2013-]|(?-i:PPS|PS)\s|追伸",
+    re.IGNORECASE,
+)
+
+# A company's legal footer: a paragraph holding a confidentiality word and a word for the message's recipient
+# or for its reaching them in error (a person's "please keep this email confidential" has neither), or asking
+# to think of the environment before printing. In every language at once, as a company's footer is often in
+# another language than the text, or in two.
+_FOOTER_TERMS = (
+    r"confidential|privileged|disclaimer|unauthori[sz]ed|prohibited|vertraulich|confidentiel|confidencial|riservat|"
+    r"confidenzial|vertrouwelijk|poufn|konfidentiell|sekretess|luottamuksellinen|bizalmas"
+)
+_FOOTER_RECIPIENTS = (
+    r"recipient|addressee|in error|empfänger|adressat|irrtümlich|destinataire|par erreur|destinatari|destinatário|"
+    r"por error|per errore|por engano|geadresseerde|ontvanger|per vergissing|adresat|odbiorc|omyłkowo|mottagare|"
+    r"av misstag|vastaanottaja|erehdyksessä|címzett|tévedésből"
+)
+FOOTER = re.compile(
+    rf"(?=.*(?:\b(?:{_FOOTER_TERMS})|機密|秘密))(?=.*(?:\b(?:{_FOOTER_RECIPIENTS})|宛先|誤って|誤送信))"
+    r"|.*\benvironment before printing",
+    re.IGNORECASE,
 )
 
 # A question, a "please" in one of the languages, or a line that starts with a common imperative. The

@@ -57,6 +57,25 @@
     return remembered && rowOf(remembered) ? remembered : null;
   }
 
+  // htmx puts swapped-in content (a list, a row, a notice with Undo) on the page at once but makes its forms and
+  // links its own only once the swap has settled, 20 ms later or more on a loaded machine: a key pressed in
+  // between would send a bare form or follow a bare link (the whole page again, focus lost). Until then the
+  // content carries htmx's added class; its htmx:load says it is ready. (htmx.process instead would wire it
+  // twice: the settle wires it again once the request has changed its class, and drops the first.)
+  function clickOnceSettled(button) {
+    var added = (window.htmx && window.htmx.config.addedClass) || "htmx-added";
+    var fresh = button.closest("." + added);
+    if (!fresh) {
+      button.click();
+      return;
+    }
+    fresh.addEventListener("htmx:load", function ready(event) {
+      if (event.target !== fresh) return; // a swap inside it
+      fresh.removeEventListener("htmx:load", ready);
+      if (button.isConnected) button.click();
+    });
+  }
+
   function typing(target) {
     if (!target || !target.closest) return false;
     if (target.isContentEditable) return true;
@@ -69,11 +88,7 @@
   function click(row, action) {
     var button = row && row.querySelector('[data-action="' + action + '"]');
     if (!button) return false;
-    // htmx puts swapped-in rows on the page at once but wires their hx- attributes only when the swap
-    // settles: a key pressed in between would click a bare link and leave the page. Wiring it now is
-    // what htmx would do a moment later (process is idempotent).
-    if (window.htmx) window.htmx.process(button);
-    button.click();
+    clickOnceSettled(button);
     return true;
   }
 
@@ -161,7 +176,7 @@
     else if (key === "?") helpDialog().showModal();
     else if (key === "z") {
       var undo = document.getElementById("undo-button");
-      if (undo) undo.click();
+      if (undo) clickOnceSettled(undo);
       else done = false;
     } else if (!row) done = false;
     else if (key === "x") {
@@ -218,7 +233,7 @@
   });
 
   // The task and control focused when the whole list was replaced, and whether "From before you connected"
-  // was open: a refresh keeps both.
+  // was open: a refresh keeps both, and a search that hid the group gives it back as it was once cleared.
   var refocus = null;
   var earlierOpen = false;
   document.addEventListener("htmx:beforeSwap", function (event) {
@@ -227,7 +242,9 @@
       var focused = document.activeElement;
       var row = rowOf(focused);
       refocus = row ? { id: row.id, action: focused.getAttribute("data-action") } : null;
-      earlierOpen = Boolean(document.querySelector("#task-list details.earlier-group[open]"));
+      // A list without the group (a search none of its tasks matches) keeps what the person chose for it.
+      var group = document.querySelector("#task-list details.earlier-group");
+      if (group) earlierOpen = group.open;
     }
   });
   document.addEventListener("htmx:afterSwap", function (event) {

@@ -54,6 +54,7 @@ def _production(**env: str) -> dict[str, str]:
         "TASKLIFT_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
         "DEBUG": "false",
         **REAL_SERVICES,  # production refuses the sandbox
+        "SITE_URL": "https://tasklift.example.com",  # production has no default: the public https:// address
         **env,
     }
 

@@ -332,6 +332,20 @@ def expect_tasks_listed(page: Any) -> None:
 
     expect(page.locator("#task-list > li.empty")).to_have_count(0)
     expect(page.locator("#task-list > li.task").first).to_be_visible()
+    earlier_open(page)
+
+
+def earlier_open(page: Any) -> None:
+    """Open "From before you connected" if the list has it collapsed, and wait for its rows (fetched on opening),
+    so that every task of the list is on the page. Once the list has stopped redrawing itself: a redraw asked
+    before the group was open would bring it back collapsed (one asked after keeps it open)."""
+    from playwright.sync_api import expect
+
+    page.wait_for_load_state("networkidle")
+    group = page.locator("#task-list details.earlier-group")
+    if group.count() and group.get_attribute("open") is None:
+        group.locator("> summary").click()
+        expect(group.locator(".earlier-rows > ul.tasks")).to_have_count(1)
 
 
 @pytest.fixture

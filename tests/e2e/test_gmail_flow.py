@@ -15,7 +15,7 @@ from accounts.models import User
 from extraction.models import ExtractionRun
 from sandbox.demo.messages import DEMO_ADDRESS, EXPECTED_OPEN, EXPECTED_TASKS
 from tasks.models import Task
-from tests.e2e.conftest import FINISHED, ROWS_JS, RUN_TIMEOUT_MS, log_in_and_consent, watch_errors
+from tests.e2e.conftest import FINISHED, ROWS_JS, RUN_TIMEOUT_MS, earlier_open, log_in_and_consent, watch_errors
 
 SCREENSHOT = settings.BASE_DIR / "test-artifacts" / "e2e-gmail-tasks.png"
 
@@ -70,6 +70,7 @@ def test_connect_gmail_and_extract_now_lists_the_demo_tasks(
     # The finished run's HX-Trigger (tasksChanged) makes #task-list fetch itself again.
     expect(page.locator("#task-list > li.empty")).to_have_count(0)
     expect(page.locator("#task-list > li.task").first).to_be_visible()
+    earlier_open(page)  # the demo's last-week mail, past due then, under "From before you connected"
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
 

@@ -156,7 +156,9 @@ def test_a_run_with_parallel_calls_cancelled_writes_the_answers_in_flight_and_se
     mail = Mail()
     mail.deliver(gmail, [(900 + n, n % 3 != 2) for n in range(60)])
     before = gmail.cursor
-    sandbox.set_gemini_latency(LATENCY_MS)
+    # Longer than one answer: the three calls go out one after another, and on a loaded machine (CI) the first
+    # answer came back, and a fourth call went out, before the stop was asked.
+    sandbox.set_gemini_latency(4 * LATENCY_MS)
     run, thread, results = run_in_thread(consenting_user)
     wait_for(lambda: gemini_calls(sandbox) == 3, timeout=30, what="three batches in flight", interval=0.02)
     stop_asked(run)

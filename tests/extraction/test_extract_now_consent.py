@@ -11,7 +11,6 @@ from django.test import Client
 from accounts.models import User
 from accounts.services import consent_grant
 from extraction.models import ExtractionRun
-from tests.extraction.test_rate_limit import start_of_a_fresh_window
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +61,6 @@ def test_the_api_refuses_a_run_without_consent_with_a_code(client: Client, user:
 
 def test_presses_refused_for_consent_do_not_use_up_the_rate_limit(client: Client, user: User) -> None:
     client.force_login(user)
-    start_of_a_fresh_window(user)
     for _ in range(8):
         assert client.post("/extract", headers=HTMX).status_code == 400
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
+from datetime import datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
 from accounts.models import User
 from extraction.models import ExtractionRun, ProcessedEmail
@@ -33,19 +34,19 @@ def gemini_prompts(sandbox: SandboxClient) -> list[str]:
     ]
 
 
-def after_gmail() -> None:
-    """A run reads its mailboxes' mail oldest first across them; Graph dates a message to the second, so the
-    Outlook mail delivered after this is later than all the Gmail mail before it, and the batches' layout known."""
-    time.sleep(1.1)
+def minutes_ago(n: int, seconds: int = 0) -> datetime:
+    """A run reads its mailboxes' mail oldest first across them: each message is dated (Graph to the second), so
+    that the Outlook mail is later than all the Gmail mail, and the batches' layout is known however slow the
+    deliveries are."""
+    return timezone.now().replace(microsecond=0) - timedelta(minutes=n) + timedelta(seconds=seconds)
 
 
 def test_one_run_reads_both_mailboxes_and_moves_both_cursors(
     both: tuple[GmailBox, OutlookBox], sandbox: SandboxClient, consenting_user: User
 ) -> None:
     gmail, outlook = both
-    gmail_ids = [gmail.deliver(ask(n)) for n in range(12)]
-    after_gmail()
-    outlook_ids = [outlook.deliver(ask(100 + n)) for n in range(9)]
+    gmail_ids = [gmail.deliver(ask(n), at=minutes_ago(10, n)) for n in range(12)]
+    outlook_ids = [outlook.deliver(ask(100 + n), at=minutes_ago(5, n)) for n in range(9)]
     gmail_before, outlook_before = gmail.cursor, outlook.cursor
 
     run = run_extraction(consenting_user)
@@ -74,10 +75,9 @@ def test_gemini_failing_on_the_last_batch_moves_neither_cursor(
 ) -> None:
     gmail, outlook = both
     for n in range(12):
-        gmail.deliver(ask(n))
-    after_gmail()
+        gmail.deliver(ask(n), at=minutes_ago(10, n))
     for n in range(9):
-        outlook.deliver(ask(100 + n))
+        outlook.deliver(ask(100 + n), at=minutes_ago(5, n))
     gmail_before, outlook_before = gmail.cursor, outlook.cursor
     # Gemini's quota runs out at batch 3 (the last email, alone there): the same for every email.
     sandbox.fault("gemini", 429, times=None, match="project 108 ", headers={"Retry-After": "0"})

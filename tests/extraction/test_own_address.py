@@ -97,7 +97,7 @@ def test_own_address_the_api_refuses_the_account_and_every_mailbox_address(
     assert api.get("/api/muted-senders").json() == []
     assert_error(api.delete(f"/api/muted-senders/{listed[0]['id']}"), 404, "muted_sender_not_found")
     assert_error(api.post("/api/muted-senders", {"task_id": 999999, "reason": "sender"}), 404, "task_not_found")
-    assert_error(api.post("/api/muted-senders", {"task_id": stranger.pk, "reason": "loud"}), 400, "invalid_reason")
+    assert_error(api.post("/api/muted-senders", {"task_id": stranger.pk, "reason": "loud"}), 422, "invalid_input")
 
 
 def test_own_address_mutes_made_before_are_lifted_by_a_migration_that_says_how_many(

@@ -16,28 +16,14 @@ import pytest
 import requests
 from django.conf import settings
 from django.db import connection
-from django.test import Client, RequestFactory
-from django_ratelimit.core import get_usage
+from django.test import Client
 
 from accounts.models import User
 from accounts.services import consent_grant
 from extraction.models import ExtractionRun
-from extraction.ratelimit import GROUP
 from tests.factories import UserFactory
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def start_of_a_fresh_window(user: User) -> None:
-    """django-ratelimit counts in fixed one-minute windows; wait out one about to end, so that seven
-    presses in a row are sure to fall in the same window."""
-    request = RequestFactory().post("/extract")
-    request.user = user
-    rate = f"{settings.EXTRACTION_RUNS_PER_MINUTE}/m"
-    usage = get_usage(request, group=GROUP, key="user_or_ip", rate=rate, method="POST", increment=False)
-    assert usage is not None
-    if usage["time_left"] < 10:
-        time.sleep(usage["time_left"] + 1)
 
 
 def test_seventh_extract_now_in_a_minute_is_refused(
@@ -45,7 +31,6 @@ def test_seventh_extract_now_in_a_minute_is_refused(
 ) -> None:
     consent_grant(user=user)  # no run is started without AI consent
     client.force_login(user)
-    start_of_a_fresh_window(user)
     for _ in range(6):
         with django_capture_on_commit_callbacks(execute=True):
             response = client.post("/extract", HTTP_HX_REQUEST="true")
@@ -64,10 +49,44 @@ def test_seventh_extract_now_in_a_minute_is_refused(
     assert broker_queue() == 6
 
 
+def test_a_sliding_window_lets_no_second_burst_through_across_a_window_edge(
+    client: Client, consenting_user: User, settings, django_capture_on_commit_callbacks
+) -> None:
+    """Twelve requests, six just before a fixed window's edge and six just after it (django-ratelimit's windows
+    let all twelve through): at most six are accepted, whether pressed on the page or asked of the API."""
+    settings.RATE_WINDOW_SECONDS = 4  # the "minute", shortened so that the test waits seconds, not a minute
+    client.force_login(consenting_user)
+
+    def ask(index: int) -> int:
+        with django_capture_on_commit_callbacks(execute=True):
+            if index % 2:
+                status = client.post("/api/extraction/runs").status_code
+            else:
+                status = client.post("/extract", HTTP_HX_REQUEST="true").status_code
+        ExtractionRun.objects.update(status=ExtractionRun.Status.SUCCEEDED)  # as if it ran
+        return status
+
+    edge = (time.time() // 4 + 1) * 4  # where a fixed window of 4 s would start again
+    if edge - time.time() < 1.5:
+        edge += 4
+    time.sleep(edge - 1.2 - time.time())
+    before = [ask(0)]
+    first_counted_by = time.time()  # the first request was counted (on Redis's clock, the same) before this
+    before += [ask(i) for i in range(1, 6)]
+    time.sleep(max(0.0, edge + 0.3 - time.time()))
+    after = [ask(i) for i in range(6)]
+
+    assert before == [202] * 6
+    assert after == [429] * 6
+    assert ExtractionRun.objects.count() == 6
+    # A window, not a ban: once the first six are older than it, a request is accepted again.
+    time.sleep(max(0.0, first_counted_by + 4.2 - time.time()))
+    assert ask(0) == 202
+
+
 def test_the_limit_is_per_person(client: Client, user: User) -> None:
     consent_grant(user=user)  # no run is started without AI consent
     client.force_login(user)
-    start_of_a_fresh_window(user)
     for _ in range(7):
         client.post("/extract", HTTP_HX_REQUEST="true")
     other = UserFactory()
@@ -79,7 +98,6 @@ def test_the_limit_is_per_person(client: Client, user: User) -> None:
 def test_api_start_is_limited_too(client: Client, user: User) -> None:
     consent_grant(user=user)  # no run is started without AI consent
     client.force_login(user)
-    start_of_a_fresh_window(user)
     statuses = [client.post("/api/extraction/runs").status_code for _ in range(7)]
     assert statuses == [202] * 6 + [429]
     response = client.post("/api/extraction/runs")
@@ -156,7 +174,6 @@ def two_web_processes(transactional_db: None) -> Iterator[list[str]]:
 def test_the_limit_holds_across_two_web_processes(two_web_processes: list[str], broker_queue) -> None:
     spread = UserFactory(email="spread@example.com")
     consent_grant(user=spread)  # no run is started without AI consent
-    start_of_a_fresh_window(spread)
     session = requests.Session()
     session.trust_env = False
     first, second = two_web_processes

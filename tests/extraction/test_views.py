@@ -141,10 +141,8 @@ def test_mailboxes_page_shows_set_aside_emails_and_replays_them(
 
 
 def test_the_seventh_press_without_javascript_shows_a_429_page(client: Client, consenting_user: User) -> None:
-    from tests.extraction.test_rate_limit import start_of_a_fresh_window
 
     client.force_login(consenting_user)
-    start_of_a_fresh_window(consenting_user)
     for _ in range(6):
         client.post("/extract")
     response = client.post("/extract")
@@ -188,10 +186,8 @@ def test_mailboxes_page_says_when_an_email_could_not_be_read_yet(
 def test_the_rate_limit_refusal_shows_beside_the_queued_run_with_a_countdown(
     client: Client, consenting_user: User
 ) -> None:
-    from tests.extraction.test_rate_limit import start_of_a_fresh_window
 
     client.force_login(consenting_user)
-    start_of_a_fresh_window(consenting_user)
     for _ in range(6):
         started = client.post("/extract", HTTP_HX_REQUEST="true")
     assert 'id="rate-limit" hx-swap-oob="true"' in started.content.decode()  # a run clears an old refusal

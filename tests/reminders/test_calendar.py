@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import date
+from datetime import timedelta
 
 import icalendar
 import pytest
@@ -15,6 +15,7 @@ from accounts.models import User
 from reminders.models import CalendarFeed
 from tasks.models import Task
 from tasks.services import task_create
+from tasks.snooze import person_today
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -30,11 +31,12 @@ def _make_link(client: Client) -> str:
 
 def test_the_calendar_feed_parses_and_carries_only_its_owners_dated_open_tasks(client: Client, user: User) -> None:
     client.force_login(user)
-    task_create(user=user, title="Send the report, today", due_date=date(2026, 12, 4))
+    today = person_today(user=user)
+    task_create(user=user, title="Send the report, today", due_date=today)
     task_create(user=user, title="No date", due_date=None)
-    done = task_create(user=user, title="Done already", due_date=date(2026, 12, 5))
+    done = task_create(user=user, title="Done already", due_date=today + timedelta(days=1))
     Task.objects.filter(pk=done.pk).update(status=Task.Status.DONE)
-    task_create(user=UserFactory(), title="Someone else's", due_date=date(2026, 12, 4))
+    task_create(user=UserFactory(), title="Someone else's", due_date=today)
     path = _make_link(client)
 
     answer = Client().get(path)  # a calendar app: no session
@@ -45,9 +47,19 @@ def test_the_calendar_feed_parses_and_carries_only_its_owners_dated_open_tasks(c
     events = calendar.walk("VEVENT")
     assert [str(e["SUMMARY"]) for e in events] == ["Send the report, today"]
     [event] = events
-    assert event.decoded("DTSTART") == date(2026, 12, 4)  # a date, not a time: an all-day event
-    assert event.decoded("DTEND") == date(2026, 12, 5)
+    assert event.decoded("DTSTART") == today  # a date, not a time: an all-day event
+    assert event.decoded("DTEND") == today + timedelta(days=1)
     assert event["UID"] and event["DTSTAMP"]
+
+
+def test_the_feed_holds_the_window_from_30_days_ago_to_a_year_ahead_and_says_so(client: Client, user: User) -> None:
+    client.force_login(user)
+    today = person_today(user=user)
+    for days in (-31, -30, 0, 365, 366):
+        task_create(user=user, title=f"Due {days:+d} days", due_date=today + timedelta(days=days))
+    calendar = icalendar.Calendar.from_ical(Client().get(_make_link(client)).content)
+    assert [str(e["SUMMARY"]) for e in calendar.walk("VEVENT")] == ["Due -30 days", "Due +0 days", "Due +365 days"]
+    assert str(calendar["X-WR-CALDESC"]) == "Your open Tasklift tasks due from 30 days ago to a year ahead."
 
 
 def test_the_calendar_secret_is_shown_once_and_only_its_hash_is_kept(client: Client, user: User) -> None:
@@ -62,7 +74,7 @@ def test_the_calendar_secret_is_shown_once_and_only_its_hash_is_kept(client: Cli
 
 def test_a_revoked_or_wrong_calendar_url_answers_404(client: Client, user: User) -> None:
     client.force_login(user)
-    task_create(user=user, title="Due", due_date=date(2026, 12, 4))
+    task_create(user=user, title="Due", due_date=person_today(user=user))
     path = _make_link(client)
     assert Client().get(path).status_code == 200
     assert Client().get(path[:-8] + "xxxx.ics").status_code == 404  # a wrong secret

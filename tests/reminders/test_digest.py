@@ -1,24 +1,23 @@
 """The morning digest: one email a day per person at their morning, in their time zone, whatever the number
 of workers and restarts; none on a day with nothing to say; off until chosen, and off again by a signed link
-that needs no login."""
+that needs no login (what the link carries, and when it dies: test_unsubscribe_token.py)."""
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, date, datetime, timedelta
 from email import message_from_bytes, policy
 from pathlib import Path
 
 import pytest
 from django.core import mail, signing
-from django.db import connection
 from django.test import Client
 
 from accounts.models import User
-from reminders.digest import UNSUBSCRIBE_SALT, digest_send_due, digest_set, unsubscribe_link_make
+from reminders.digest import digest_send_due, digest_set, unsubscribe_link_make
 from reminders.models import DigestDay
 from tasks.models import Task
 from tasks.services import task_create
+from tests.concurrency import at_once
 from tests.factories import UserFactory
 
 # 22:30 UTC on 1 December is 07:30 on 2 December in Tokyo and 14:30 on 1 December in Los Angeles.
@@ -93,21 +92,7 @@ def test_two_workers_scanning_at_once_send_one_digest_per_person(three_zones: tu
     """Two scans at the same moment, each on its own database connection (two workers): each person's
     day is taken by one of them; the other waits on its row and finds it taken."""
     tokyo, _, _ = three_zones
-    start = threading.Barrier(2)
-    results: list[dict[str, int]] = []
-
-    def worker() -> None:
-        try:
-            start.wait()
-            results.append(digest_send_due(now=TOKYO_MORNING))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    results = at_once(*[lambda: digest_send_due(now=TOKYO_MORNING)] * 2)
     assert sorted(r["sent"] for r in results) == [0, 1]
     assert len(_digests_to(tokyo)) == 1
 
@@ -139,7 +124,7 @@ def test_two_worker_processes_at_once_then_a_restart_send_one_digest_per_person(
         DIGEST_HOUR="0",
         DIGEST_SEND_HOURS="24",  # whatever the hour the test runs at, it is everyone's "morning"
     )
-    script = "from reminders.jobs import digest_send_job; print(digest_send_job.apply().get())"
+    script = "from reminders.jobs import digest_chunk_job; print(digest_chunk_job.apply().get())"
 
     def worker() -> subprocess.Popen[str]:
         command = [sys.executable, "manage.py", "shell", "-c", script]
@@ -206,10 +191,9 @@ def test_a_forged_or_expired_digest_unsubscribe_link_gives_a_clear_page(three_zo
     for token in (forged, "nonsense", "", unsubscribe_link_make(user=tokyo).split("token=")[1][:-3] + "abc"):
         answer = browser.post(f"/digest/unsubscribe?token={token}")
         assert answer.status_code == 400 and b'id="link-invalid"' in answer.content, token
-    old = signing.TimestampSigner(salt=UNSUBSCRIBE_SALT)
     with pytest.MonkeyPatch.context() as patch:  # a link made 91 days ago (the clock the signer reads)
         patch.setattr("time.time", lambda: datetime.now(UTC).timestamp() - 91 * 86400)
-        expired = old.sign_object({"u": tokyo.pk})
+        expired = unsubscribe_link_make(user=tokyo).split("token=")[1]
     answer = browser.post(f"/digest/unsubscribe?token={expired}")
     assert answer.status_code == 400 and b'id="link-expired"' in answer.content
     tokyo.digest_subscription.refresh_from_db()

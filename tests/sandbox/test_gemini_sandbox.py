@@ -126,6 +126,7 @@ def test_json_without_a_schema_is_the_readers_canonical_answer(sandbox, client):
             "sentence": "Hi Bob, could you send the Q3 budget by December 5?",
             "title": "Send the Q3 budget by December 5",
             "due_date": "2026-12-05",
+            "due_time": None,  # "by December 5" names no time
             "priority": "medium",
             "kind": "ask",
             "waiting_on": "",

@@ -47,6 +47,7 @@ def test_prompt_blocks_are_parsed_with_their_headers():
                         "sentence": "Could you send the budget?",
                         "title": "Send the budget",
                         "due_date": None,
+                        "due_time": None,
                         "priority": "medium",
                         "kind": "ask",
                         "waiting_on": "",

@@ -17,7 +17,6 @@ from accounts.services import access_token_create, consent_grant
 from extraction.models import ExtractionRun, FetchFailure, ProcessedEmail
 from tasks.models import Task
 from tasks.services import EmailTaskRow, task_create, task_insert_from_emails
-from tests.extraction.test_rate_limit import start_of_a_fresh_window
 from tests.factories import IntegrationFactory, TaskEventFactory, UserFactory, email_closes
 
 pytestmark = pytest.mark.django_db
@@ -284,7 +283,6 @@ def test_runs_list_newest_first_in_pages_and_read_one(api: Api) -> None:
 
 def test_extract_now_queues_a_run_and_is_rate_limited(api: Api) -> None:
     consent_grant(user=api.user)
-    start_of_a_fresh_window(api.user)
     response = api.post("/api/extraction/runs")
     assert response.status_code == 202 and response.json()["trigger"] == "api"
     for _ in range(5):

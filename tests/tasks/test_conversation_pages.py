@@ -17,6 +17,7 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import User
+from integrations.models import Integration
 from tasks.models import Task, TaskEvent
 from tasks.selectors import task_list_version
 from tasks.services import task_bulk_set_status, task_event_undo, task_set_status, task_update
@@ -59,8 +60,10 @@ def test_the_waiting_view_lists_whom_what_since_and_due_and_the_open_list_keeps_
     client: Client, person: User
 ) -> None:
     box = IntegrationFactory(user=person)
-    today = timezone.localdate()
     asked = datetime(2026, 11, 24, 9, 30, tzinfo=UTC)
+    # Connected before the mail came (mail from before, past due then, is under a group of its own).
+    Integration.objects.filter(pk=box.pk).update(created_at=asked - timedelta(days=1))
+    today = timezone.localdate()
     email_task(
         person,
         box,

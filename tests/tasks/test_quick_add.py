@@ -62,7 +62,7 @@ def test_quick_add_of_call_sam_tomorrow_3pm_saves_the_due_date_and_the_time(clie
     user = _tokyo(client)
     assert client.post("/tasks/add", {"title": "Call Sam tomorrow 3pm"}).status_code == 302
     task = Task.objects.get(user=user)
-    assert (task.title, task.notes) == ("Call Sam", "At 15:00.")
+    assert (task.title, task.notes, f"{task.due_time:%H:%M}") == ("Call Sam", "", "15:00")  # a time, not a note
     assert task.due_date == person_today(user=user) + timedelta(days=1)  # tomorrow in Tokyo
 
 
