@@ -112,7 +112,10 @@ def main() -> None:
             preexec_fn=die_with_parent, env=env, cwd=ROOT,
         )  # fmt: skip
         started_at[name] = time.monotonic()
-        (local_dir / PIDS_FILE).write_text(json.dumps({n: c.pid for n, c in children.items()}))
+        # Whole or not at all (a new name, then a rename): `make stop` or a test may read it at any moment.
+        pids = local_dir / f"{PIDS_FILE}.new"
+        pids.write_text(json.dumps({n: c.pid for n, c in children.items()}))
+        pids.replace(local_dir / PIDS_FILE)
 
     started_at: dict[str, float] = {}
     for name in commands:
