@@ -17,6 +17,7 @@ import json
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -341,10 +342,19 @@ def earlier_open(page: Any) -> None:
     before the group was open would bring it back collapsed (one asked after keeps it open)."""
     from playwright.sync_api import expect
 
-    page.wait_for_load_state("networkidle")
     group = page.locator("#task-list details.earlier-group")
-    if group.count() and group.get_attribute("open") is None:
-        group.locator("> summary").click()
+    deadline = time.monotonic() + 30
+    while True:
+        # Nothing of htmx on its way (a load state would not do: the page reached "networkidle" long ago).
+        page.wait_for_function("() => !document.querySelector('.htmx-request')")
+        if not group.count() or (
+            group.get_attribute("open") is not None and group.locator(".earlier-rows > ul.tasks").count()
+        ):
+            return
+        # Closed again by a redraw asked before it was opened: open it once more.
+        assert time.monotonic() < deadline, "the earlier group never stayed open"
+        if group.get_attribute("open") is None:
+            group.locator("> summary").click()
         expect(group.locator(".earlier-rows > ul.tasks")).to_have_count(1)
 
 

@@ -27,6 +27,7 @@ from tests.e2e.conftest import (
     ROWS_JS,
     connect_gmail,
     connect_outlook,
+    earlier_open,
     expect_tasks_listed,
     log_in_and_consent,
     press_extract_now,
@@ -117,6 +118,9 @@ def test_connect_outlook_and_extract_now_lists_the_demo_tasks(
 
     tasks = page.locator("#task-list > li.task")
     # The list may have drawn itself during the run (live updates): the last redraw is the one that counts.
+    # Late in the day some demo mail is past due since its date: it waits under the collapsed "From before
+    # you connected", whose rows come when it is opened.
+    earlier_open(page)
     expect(page.locator("#task-list li.task")).to_have_count(sum(EXPECTED_OPEN.values()))
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
@@ -194,6 +198,7 @@ def test_gmail_and_outlook_demo_mailboxes_in_one_run(
     run = extract_now(page, live_site, demo_user)
 
     # The list may have drawn itself during the run (live updates): the last redraw is the one that counts.
+    earlier_open(page)  # rows past due since their mail's date, late in the day, come when it is opened
     expect(page.locator("#task-list li.task")).to_have_count(expected_each)
     rows = read_rows(page)
     assert len(rows) == expected_each, (
