@@ -34,9 +34,8 @@ typecheck: setup
 # pytest-xdist: TEST_WORKERS processes, each with its own test database, sandbox, Celery queue and cache keys
 # (config/settings_test.py). The slowest tests and each folder's time are printed last; every test's time is in
 # .local/test-results.xml (JUnit).
-# --dist worksteal: a worker that runs out takes tests queued for another (tests/slow.py sends the slow ones first).
 TEST_WORKERS ?= 4
-PYTEST := $(UV) run pytest -n $(TEST_WORKERS) --dist worksteal --junitxml=.local/test-results.xml
+PYTEST := $(UV) run pytest -n $(TEST_WORKERS) --junitxml=.local/test-results.xml
 
 pytest: setup browser
 	$(PYTEST)

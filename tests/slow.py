@@ -23,13 +23,9 @@ _starting = {"test": ""}  # the node id of a test not marked slow, while its own
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks the browser tests slow, and sends the slow tests out first (each file's in its order): under
-    xdist's work stealing (the Makefile's `--dist worksteal`) the quick tests then fill the workers' last
-    minutes, where a benchmark of a minute handed out last kept three workers idle while it ran."""
     for item in items:
         if item.get_closest_marker("e2e") or item.path.is_relative_to(E2E):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: each file keeps its order
 
 
 def _refuse_processes(event: str, args: tuple[Any, ...]) -> None:

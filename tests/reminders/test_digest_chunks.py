@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from django.core import mail
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from accounts.models import User
 from accounts.services import user_set_timezone
@@ -27,6 +28,7 @@ from tests.concurrency import at_once
 from tests.factories import UserFactory
 from tests.processes import ROOT, process_env
 
+LEASE = timedelta(seconds=300)  # the chunk processes' DIGEST_CHUNK_LEASE_SECONDS
 TOKYO_MORNING = datetime(2026, 12, 1, 22, 30, tzinfo=UTC)  # 07:30 on 2 December in Tokyo
 
 
@@ -84,9 +86,7 @@ def test_jobs_at_once_share_the_chunks_and_each_person_gets_one(settings) -> Non
     assert DigestDay.objects.filter(outcome=DigestDay.Outcome.SENT).count() == 11
 
 
-def _chunk_process(
-    sink: SmtpSink, tmp_path: Path, crash_point: str = "", *, lease_seconds: int = 2
-) -> subprocess.CompletedProcess[str]:
+def _chunk_process(sink: SmtpSink, tmp_path: Path, crash_point: str = "") -> subprocess.CompletedProcess[str]:
     from django.conf import settings
 
     env = process_env(
@@ -98,7 +98,9 @@ def _chunk_process(
         DIGEST_HOUR="0",
         DIGEST_SEND_HOURS="24",  # whatever the hour the test runs at, it is everyone's "morning"
         DIGEST_CHUNK="50",
-        DIGEST_CHUNK_LEASE_SECONDS=str(lease_seconds),
+        # Long enough for a chunk's twelve mails on a loaded machine: a short one made the job give its people
+        # back (at 0.8 of it) before it reached the crash point. The test ends the lease itself (LEASE below).
+        DIGEST_CHUNK_LEASE_SECONDS=str(LEASE.seconds),
         EXTRACTION_CRASH_POINT=crash_point,
     )
     script = "from reminders.jobs import digest_chunk_job; print(digest_chunk_job.apply().get())"
@@ -129,10 +131,10 @@ def test_a_worker_killed_mid_chunk_leaves_nobody_without_a_digest(
         assert killed.returncode == -9, killed.stderr
         assert len(sink.messages()) == 5
         assert not DigestDay.objects.exists()  # the chunk died before it recorded anything
-        time.sleep(2.2)  # its lease (DIGEST_CHUNK_LEASE_SECONDS) ends: its people are due again
-        # Its own lease long enough for its seven mails on a loaded machine: with 2 s it gave the last people
-        # back (due at once, for a next job that this test does not run) after 1.6 s.
-        again = _chunk_process(sink, tmp_path, lease_seconds=120)
+        # Its lease (DIGEST_CHUNK_LEASE_SECONDS) ends, as that much time would: its people are due again.
+        assert DigestSubscription.objects.filter(due_at__gt=timezone.now()).count() == len(people)
+        DigestSubscription.objects.update(due_at=F("due_at") - LEASE)
+        again = _chunk_process(sink, tmp_path)
         assert again.returncode == 0, again.stderr
         kept = sink.messages()
     received = [str(m["To"]) for m in kept]
