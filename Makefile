@@ -40,7 +40,14 @@ PYTEST := $(UV) run pytest -n $(TEST_WORKERS) --junitxml=.local/test-results.xml
 pytest: setup browser
 	$(PYTEST)
 
-test: lint typecheck pytest
+# mypy runs beside pytest (its half minute on one core, while pytest starts its workers): its lines come when it
+# ends, among pytest's first dots, and either failing fails the command.
+test: lint setup browser
+	@$(UV) run mypy . & types=$$!; \
+	$(PYTEST); tests=$$?; \
+	wait $$types; typed=$$?; \
+	[ $$typed = 0 ] || echo "mypy failed (its lines are above)"; \
+	[ $$tests = 0 ] && [ $$typed = 0 ]
 
 # The inner loop: lint, types and every test not marked slow (no browser, no process, no benchmark).
 check: lint typecheck
