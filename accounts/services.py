@@ -14,7 +14,7 @@ from accounts.emails import account_exists_email_send, verification_email_send
 from accounts.languages import DATE_ORDERS, LANGUAGES
 from accounts.models import AIConsent, PersonalAccessToken, User
 from config.errors import ApplicationError
-from reminders.models import LOOK_AT_ONCE, DigestSubscription
+from reminders.models import LOOK_AT_ONCE, DigestSubscription, leased
 
 
 def user_create(
@@ -121,7 +121,9 @@ def user_set_timezone(*, user: User, timezone_name: str) -> User:
         user.timezone = timezone_name
         user.save(update_fields=["timezone"])
         # The next morning is another moment now: the digest's next look is worked out again by the next scan.
-        DigestSubscription.objects.filter(user=user, enabled=True).update(due_at=LOOK_AT_ONCE)
+        # Not while a chunk holds it (reminders.models.leased): that chunk's record sets it after.
+        digests = DigestSubscription.objects.filter(user=user, enabled=True).exclude(leased(timezone.now()))
+        digests.update(due_at=LOOK_AT_ONCE)
     return user
 
 

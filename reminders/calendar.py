@@ -131,11 +131,13 @@ def _feed_tasks(user: User) -> QuerySet[Task]:
 def calendar_feed_version(*, user: User) -> str:
     """What the feed's bytes depend on, in one small statement, so that a calendar app asking again with the
     ETag it holds gets a 304 without the feed being built: its tasks' count, ids and last change, and the site's
-    address (in every event), and the person's today (the window moves with it). A task that leaves the feed
+    address (in every event), the person's today (the window moves with it) and time zone (a timed event's
+    start is in it). A task that leaves the feed
     changes the count or the ids; one that changes, or joins it, the last change."""
     state = _feed_tasks(user).aggregate(count=Count("pk"), ids=Sum("pk"), changed=Max("updated_at"))
     today = person_today(user=user)
     seen = f"{state['count']}:{state['ids']}:{state['changed']}:{settings.SITE_URL}:{MAX_EVENTS}:{today}"
+    seen += f":{user.timezone}"
     return hashlib.sha256(seen.encode()).hexdigest()[:32]
 
 

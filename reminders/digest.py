@@ -21,7 +21,6 @@ reached by then it gives back."""
 from __future__ import annotations
 
 import logging
-import smtplib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from datetime import time as clock_time
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core import signing
 from django.core.cache import cache
@@ -41,7 +41,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from extraction.crashpoints import crash_point
-from reminders.models import LOOK_AT_ONCE, DigestDay, DigestSubscription, unsubscribe_key_new
+from reminders.models import LOOK_AT_ONCE, DigestDay, DigestSubscription, leased, unsubscribe_key_new
 from tasks.models import Task
 from tasks.snooze import person_zone
 
@@ -191,7 +191,9 @@ def digest_set(*, user: User, enabled: bool) -> DigestSubscription:
         if enabled:
             subscription.unsubscribe_key = unsubscribe_key_new()
             subscription.unsubscribed_at = None
-            subscription.due_at = LOOK_AT_ONCE
+            # Off and on again while a chunk holds the row: its `due_at` stays that chunk's (models.leased).
+            held = DigestSubscription.objects.filter(leased(timezone.now()), pk=subscription.pk).exists()
+            subscription.due_at = subscription.due_at if held else LOOK_AT_ONCE
         else:
             subscription.unsubscribed_at = timezone.now()
         subscription.save(update_fields=["enabled", "unsubscribe_key", "unsubscribed_at", "due_at", "updated_at"])
@@ -354,7 +356,11 @@ def digest_chunk(*, now: datetime | None = None, limit: int | None = None) -> di
     mornings = [c for c in claimed if c.reachable and _in_morning(c.local)]
     in_morning = {c.user.pk for c in mornings}
     state = _last_days([(c.user.pk, c.local.date()) for c in mornings])
-    journal = cache.get_many([_journal_key(c.user.pk, c.local.date()) for c in mornings]) if mornings else {}
+    try:
+        journal = cache.get_many([_journal_key(c.user.pk, c.local.date()) for c in mornings]) if mornings else {}
+    except Exception:  # Redis out of reach: a journalled person gets a second copy, nobody none (the side chosen)
+        logger.warning("digest journal unreachable: a chunk of %s sends without it", len(mornings))
+        journal = {}
     # Each person's next look, once their outcome is known: one a failure leaves unreached keeps the lease, and
     # is due again when it ends (never moved on to tomorrow without a digest).
     next_at: dict[int, datetime] = {}
@@ -391,7 +397,10 @@ def digest_chunk(*, now: datetime | None = None, limit: int | None = None) -> di
                 mail_server = mail_server or get_connection()
                 mail_server.send_messages([_message(digest, due.unsubscribe_key)])
                 crash_point("digest_handed_over")
-            except (smtplib.SMTPException, OSError) as error:
+            except SoftTimeLimitExceeded:
+                raise  # the job's time is up: whom it did not reach keep the lease and are due again after it
+            except Exception as error:  # the mail server refused, or this person's mail cannot be made (an
+                # address Django will not put in a header): the others of the chunk are not held back by it
                 reason = type(error).__name__
                 logger.error("digest of user=%s not sent, tried again at the next scan: %s", c.user.pk, reason)
                 next_at[c.user.pk] = now + timedelta(seconds=settings.DIGEST_SCAN_SECONDS)

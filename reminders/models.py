@@ -4,7 +4,7 @@ the record of each day's send) and private calendar feeds."""
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -14,6 +14,13 @@ from config.models import TimeStampedModel
 # A subscription's `due_at` when it is to be looked at by the next scan, whatever the clock says (turned on,
 # or the person's time zone changed): the chunk that claims it works out the person's next morning.
 LOOK_AT_ONCE = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def leased(now: datetime) -> models.Q:
+    """Subscriptions a digest chunk holds now (`due_at` a lease ahead, reminders/digest.py `_claim`). A change
+    of the person's (a time zone, the digest turned on again) leaves their `due_at` to that chunk: made due at
+    once, a second chunk would claim them beside the first and both could send."""
+    return models.Q(due_at__gt=now, due_at__lte=now + timedelta(seconds=settings.DIGEST_CHUNK_LEASE_SECONDS))
 
 
 def unsubscribe_key_new() -> str:

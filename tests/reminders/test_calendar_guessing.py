@@ -5,7 +5,7 @@ an unchanged feed is a 304 and a revoked one a 404 at the very next fetch."""
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date, time, timedelta
 
 import pytest
 from django.test import Client
@@ -13,8 +13,10 @@ from django.utils import timezone
 from pytest_django.fixtures import DjangoAssertNumQueries, Settings
 
 from accounts.models import User
+from accounts.services import user_set_timezone
 from reminders.calendar import calendar_feed_create, calendar_feed_revoke
 from tasks.services import task_create
+from tasks.snooze import person_today
 from tests.factories import UserFactory
 from tests.integrations.test_webhooks_unavailable import closed_port
 
@@ -86,11 +88,12 @@ def test_an_unchanged_feed_is_a_304_for_its_etag_and_a_changed_one_a_new_body(
     user: User, secret: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = Client(REMOTE_ADDR=CALENDAR_APP)
+    noon = timezone.now().replace(hour=12, minute=0)  # the same day an hour on, whenever the test runs
+    monkeypatch.setattr(timezone, "now", lambda: noon)
     first = app.get(_path(secret))
     assert first.status_code == 200 and first["Cache-Control"] == "private, no-cache"
     etag = first["ETag"]
-    now = timezone.now
-    monkeypatch.setattr(timezone, "now", lambda: now() + timedelta(hours=1))  # the app's next fetch
+    monkeypatch.setattr(timezone, "now", lambda: noon + timedelta(hours=1))  # the app's next fetch
 
     again = app.get(_path(secret), HTTP_IF_NONE_MATCH=etag)  # the same tasks, the same bytes
     assert again.status_code == 304 and again.content == b"" and again["ETag"] == etag
@@ -134,3 +137,19 @@ def test_an_unchanged_feed_is_answered_304_without_being_built_and_any_change_is
         assert answer["ETag"] != etag
         etag = answer["ETag"]
     assert b"Task three" not in answer.content  # done: out of the feed
+
+
+def test_a_new_time_zone_is_a_new_feed_though_the_day_and_the_tasks_are_the_same(user: User, secret: str) -> None:
+    """A timed event starts at its time in the person's zone: London to Lisbon (the same day and offset, always)
+    changes every timed event's TZID, so the ETag the app holds must not answer 304."""
+    user_set_timezone(user=user, timezone_name="Europe/London")
+    tomorrow = person_today(user=user) + timedelta(days=1)
+    task_create(user=user, title="Call Bob", due_date=tomorrow, due_time=time(15, 0))
+    app = Client(REMOTE_ADDR=CALENDAR_APP)
+    first = app.get(_path(secret))
+    assert b"TZID=Europe/London" in first.content
+
+    user_set_timezone(user=user, timezone_name="Europe/Lisbon")
+    again = app.get(_path(secret), HTTP_IF_NONE_MATCH=first["ETag"])
+
+    assert again.status_code == 200 and again["ETag"] != first["ETag"] and b"TZID=Europe/Lisbon" in again.content

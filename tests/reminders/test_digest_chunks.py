@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from accounts.services import user_set_timezone
-from reminders.digest import digest_send_due, digest_set
+from reminders.digest import _claim, digest_send_due, digest_set
 from reminders.models import LOOK_AT_ONCE, DigestDay, DigestSubscription
 from sandbox.smtp import SmtpSink
 from tasks.models import Task
@@ -141,3 +141,37 @@ def test_a_worker_killed_mid_chunk_leaves_nobody_without_a_digest(
     assert [received.count(p.email) for p in people] == [copies.get(n, 1) for n in range(len(people))]
     assert len({str(m["Message-ID"]) for m in kept}) == len(people)  # a copy is the same message
     assert DigestDay.objects.filter(outcome=DigestDay.Outcome.SENT).count() == len(people)
+
+
+def test_a_zone_change_or_the_digest_on_again_leaves_a_person_held_by_a_chunk_to_that_chunk(db: None, settings) -> None:
+    """A chunk holds its people by a lease on `due_at`: made due at once meanwhile, a second chunk would claim
+    the same person beside the first and both could send."""
+    settings.DIGEST_HOUR, settings.DIGEST_SEND_HOURS = 0, 24  # whatever the hour, it is their morning
+    [ann, bob] = _people(2, "UTC", due=None)
+    Task.objects.update(due_date=person_today(user=ann))
+    held = _claim(now=timezone.now(), limit=2)  # a chunk in flight: it claimed both and has sent nothing yet
+    assert {c.user.pk for c in held} == {ann.pk, bob.pk}
+    lease = dict(DigestSubscription.objects.values_list("user_id", "due_at"))
+
+    user_set_timezone(user=ann, timezone_name="Europe/London")
+    digest_set(user=bob, enabled=False)
+    digest_set(user=bob, enabled=True)
+
+    assert dict(DigestSubscription.objects.values_list("user_id", "due_at")) == lease
+    assert digest_send_due()["sent"] == 0 and mail.outbox == []  # nobody claimed a second time
+    # Once the lease has ended (as its time would), the same change makes the person due at once.
+    DigestSubscription.objects.update(due_at=F("due_at") - timedelta(seconds=settings.DIGEST_CHUNK_LEASE_SECONDS))
+    user_set_timezone(user=ann, timezone_name="UTC")
+    assert DigestSubscription.objects.get(user=ann).due_at == LOOK_AT_ONCE
+
+
+def test_a_person_whose_mail_cannot_be_made_does_not_hold_back_the_rest_of_the_chunk(db: None) -> None:
+    [broken, ann] = sorted(_people(2), key=lambda p: p.pk)  # claimed in this order
+    User.objects.filter(pk=broken.pk).update(email="broken\n@example.com")  # no header can carry it
+
+    result = digest_send_due(now=TOKYO_MORNING)
+
+    assert (result["sent"], result["failed"]) == (1, 1)
+    assert [m.to for m in mail.outbox] == [[ann.email]]
+    # Looked at again at the next scan, not dropped for the day.
+    assert DigestSubscription.objects.get(user=broken).due_at < TOKYO_MORNING + timedelta(hours=1)
