@@ -24,7 +24,7 @@ from accounts.selectors import consent_in_force
 from config.errors import ApplicationError
 from config.http import is_htmx, request_user
 from config.pagination import InvalidCursor
-from extraction.looking import runs_looked_at
+from extraction.looking import run_changes_of, runs_looked_at
 from extraction.models import ExtractionRun
 from extraction.selectors import run_latest
 from integrations.models import Integration
@@ -241,6 +241,13 @@ def _live_version(user: User) -> tuple[str, ExtractionRun | None]:
     return f"{tasks_part}_{run_part}", run
 
 
+def _was_running(old_run: str, run: ExtractionRun) -> bool:
+    """Whether the page's last look (`old_run`, the run part of its version) saw `run` before its end: another
+    run, or this one queued or running."""
+    pk, _, rest = old_run.partition(".")
+    return pk != str(run.pk) or rest.partition(".")[0] not in ExtractionRun.FINISHED
+
+
 @login_required
 @require_GET
 def task_changes(request: HttpRequest) -> HttpResponse:
@@ -252,7 +259,12 @@ def task_changes(request: HttpRequest) -> HttpResponse:
     new_tasks, _, new_run = version.partition("_")
     if (old_tasks, old_run) == (new_tasks, new_run):
         return HttpResponse(status=204)
-    response = render(request, "tasks/_live.html", {"version": version, "run": run, "run_changed": old_run != new_run})
+    context: dict[str, object] = {"version": version, "run": run, "run_changed": old_run != new_run}
+    if run is not None and run.is_finished and _was_running(old_run, run):
+        # Its end, seen here before the run line's own poll saw it (which then stops): the notice of what the
+        # run changed, as that poll would leave it; never left in silence.
+        context["changed"] = run_changes_of(run=run)
+    response = render(request, "tasks/_live.html", context)
     if old_tasks != new_tasks:
         response["HX-Trigger"] = "tasksChanged"
     return response

@@ -44,6 +44,7 @@ from tests.e2e.conftest import (
     RUN_TIMEOUT_MS,
     chromium,
     confirm_signup,
+    earlier_open,
     press_extract_now,
     row_action,
     watch_errors,
@@ -258,8 +259,8 @@ def test_daily_journey(
     assert ended == "succeeded", f"run ended {run.status}: {run.error_code} {run.error_message}"
     tasks = page.locator("#task-list li.task")
     # Last week's mail already past due is under "From before you connected", collapsed (its count alone):
-    # opened to act on it, its rows come.
-    page.locator("#task-list details.earlier-group > summary").click()
+    # opened to act on it, its rows come (and it stays open through the redraws the run's end brings).
+    earlier_open(page)
     expect(tasks).to_have_count(expected_tasks)
     expect(page.locator("#run-status")).to_contain_text(f"{EXPECTED_TASKS} tasks created")
     rows = read_rows(page)
@@ -359,7 +360,7 @@ def test_daily_journey(
     # 9. Search the open tasks: the list narrows as one types, and the search goes into the address.
     page.locator("#tab-open").click()
     expect(page).to_have_url(f"{live_site}/")
-    page.locator("#task-list details.earlier-group > summary").click()  # a new page: the group collapsed again
+    earlier_open(page)  # a new page: the group collapsed again
     expect(tasks).to_have_count(expected_tasks - 2)
     page.locator("#search").fill(SEARCH_WORDS)
     expect(tasks).to_have_count(1)

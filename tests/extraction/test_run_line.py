@@ -138,3 +138,31 @@ def test_a_run_that_closed_a_task_leaves_a_notice_with_undo_when_its_line_ends(c
     task.refresh_from_db()
     assert task.status == Task.Status.OPEN
     assert "closed by your reply" not in client.get(f"/runs/{run.pk}", headers={"HX-Request": "true"}).content.decode()
+
+
+def test_a_run_end_seen_first_by_the_lists_poll_leaves_the_same_notice_as_the_run_lines_poll(
+    client: Client, gmail: GmailBox
+) -> None:
+    """The list's poll (every 4 s) may see a run end before the run line's own (every 1 s): it redraws the run
+    line as ended, which stops that poll, so it must leave the notice itself; a page that saw the run ended
+    already gets none again (CI: the notice never came, the browser test waited on an empty #undo)."""
+    read(gmail, email(1, ASK))
+    task = Task.objects.get(user=gmail.integration.user)
+    run = read(gmail, sent(2, "Hi Ada,\nHere is the deck.\nBest, Person"))
+    ExtractionRun.objects.filter(pk=run.pk).update(status=ExtractionRun.Status.RUNNING)
+    client.force_login(gmail.integration.user)
+    page = client.get("/").content.decode()
+    seen_running = re.search(r'data-version="([^"]+)"', page)
+    assert seen_running is not None and ".running." in seen_running.group(1)
+    ExtractionRun.objects.filter(pk=run.pk).update(status=ExtractionRun.Status.SUCCEEDED, finished_at=timezone.now())
+
+    live = client.get("/tasks/changes", {"v": seen_running.group(1)}, headers={"HX-Request": "true"}).content.decode()
+
+    notice = live[live.index('<div id="undo"') :]
+    assert 'hx-swap-oob="true"' in notice.split(">")[0]
+    assert f"“{task.title}” closed by your reply." in re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", notice))
+    seen_ended = re.search(r'data-version="([^"]+)"', live)
+    assert seen_ended is not None
+    ExtractionRun.objects.filter(pk=run.pk).update(updated_at=timezone.now())  # the run's row touched again
+    again = client.get("/tasks/changes", {"v": seen_ended.group(1)}, headers={"HX-Request": "true"}).content.decode()
+    assert 'id="undo"' not in again
