@@ -65,7 +65,7 @@ def test_every_page_runs_under_the_policy_without_a_violation(
     # The API docs: Swagger UI reads the schema and runs a request from the page.
     _visit(page, f"{live_site}/api/docs")
     operation = page.locator(".opblock-get:has(.opblock-summary-path[data-path='/api/tasks'])")
-    expect(operation).to_be_visible()
+    expect(operation).to_be_visible(timeout=30_000)  # the whole document laid out first: over 5 s under load
     operation.locator(".opblock-summary").first.click()
     operation.get_by_role("button", name="Try it out").click()
     operation.get_by_role("button", name="Execute").click()
