@@ -241,10 +241,13 @@ def _live_version(user: User) -> tuple[str, ExtractionRun | None]:
     return f"{tasks_part}_{run_part}", run
 
 
-def _was_running(old_run: str, run: ExtractionRun) -> bool:
+def _was_running(old_run: str, shown: str, run: ExtractionRun) -> bool:
     """Whether the page's last look (`old_run`, the run part of its version) saw `run` before its end: another
-    run, or this one queued or running."""
+    run, or this one queued or running; and its run line (`shown`: the run and status it draws) has not shown
+    the end either (its own poll then left the notice)."""
     pk, _, rest = old_run.partition(".")
+    if shown == f"{run.pk}.{run.status}":
+        return False
     return pk != str(run.pk) or rest.partition(".")[0] not in ExtractionRun.FINISHED
 
 
@@ -260,7 +263,7 @@ def task_changes(request: HttpRequest) -> HttpResponse:
     if (old_tasks, old_run) == (new_tasks, new_run):
         return HttpResponse(status=204)
     context: dict[str, object] = {"version": version, "run": run, "run_changed": old_run != new_run}
-    if run is not None and run.is_finished and _was_running(old_run, run):
+    if run is not None and run.is_finished and _was_running(old_run, request.GET.get("run_shown", ""), run):
         # Its end, seen here before the run line's own poll saw it (which then stops): the notice of what the
         # run changed, as that poll would leave it; never left in silence.
         context["changed"] = run_changes_of(run=run)

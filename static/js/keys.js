@@ -247,10 +247,12 @@
       if (group) earlierOpen = group.open;
     }
   });
-  document.addEventListener("htmx:afterSwap", function (event) {
+  // Opened once the swap has settled: htmx wires the new group's "toggle once" fetch of its rows only then, and
+  // a toggle before it would leave the group open on "Loading…" for good.
+  document.addEventListener("htmx:afterSettle", function (event) {
     var target = event.detail && event.detail.target;
     var earlier = document.querySelector("#task-list details.earlier-group");
-    if (target && target.id === "task-list" && earlier && earlierOpen) earlier.open = true;
+    if (target && target.id === "task-list" && earlier && earlierOpen && !earlier.open) earlier.open = true;
   });
 
   // Called once a swap is done (afterOnLoad, which htmx sends again from a parent when the row went away) and

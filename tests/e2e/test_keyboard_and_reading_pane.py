@@ -425,6 +425,15 @@ def test_mail_from_before_connecting_is_one_collapsed_heading_that_opens_from_th
     # Focus stays in the group, on the next of its tasks.
     expect(page.locator("#task-list .earlier-group li.task:focus-within")).to_have_count(1)
 
+    # A search none of its tasks matches hides the group; cleared, the group comes back open, with its rows.
+    page.locator("#search").fill("Today's own")
+    expect(page.locator("#task-list li.task")).to_have_count(1)
+    expect(heading).to_have_count(0)
+    page.locator("#search").fill("")
+    expect(page.locator("#task-list .earlier-group")).to_have_attribute("open", "")
+    expect(page.locator("#task-list .earlier-group li.task")).to_have_count(4)
+    expect(page.locator("#task-list li.task")).to_have_count(5)
+
 
 def snooze_date(page: Any, row: str, days: int = 7) -> Any:
     """s on the focused task, and a date typed in its field (the keys of a date field: month, day, year)."""

@@ -166,3 +166,30 @@ def test_a_run_end_seen_first_by_the_lists_poll_leaves_the_same_notice_as_the_ru
     ExtractionRun.objects.filter(pk=run.pk).update(updated_at=timezone.now())  # the run's row touched again
     again = client.get("/tasks/changes", {"v": seen_ended.group(1)}, headers={"HX-Request": "true"}).content.decode()
     assert 'id="undo"' not in again
+
+
+def test_a_run_end_the_run_line_has_shown_leaves_no_second_notice_from_the_lists_poll(
+    client: Client, gmail: GmailBox
+) -> None:
+    """The run line's poll saw the end first and left its notice; the person then marked a task done (its own
+    Undo in #undo). The list's poll, still on the version from before the end, must not draw the run's notice
+    over it again: its Undo would undo the reply's closing, not the person's Done (CI: the journey's Undo
+    reopened the task the reply had closed)."""
+    read(gmail, email(1, ASK))
+    run = read(gmail, sent(2, "Hi Ada,\nHere is the deck.\nBest, Person"))
+    ExtractionRun.objects.filter(pk=run.pk).update(status=ExtractionRun.Status.RUNNING)
+    client.force_login(gmail.integration.user)
+    seen_running = re.search(r'data-version="([^"]+)"', client.get("/").content.decode())
+    assert seen_running is not None and ".running." in seen_running.group(1)
+    ExtractionRun.objects.filter(pk=run.pk).update(status=ExtractionRun.Status.SUCCEEDED, finished_at=timezone.now())
+    line = client.get(f"/runs/{run.pk}", headers={"HX-Request": "true"}).content.decode()
+    assert 'id="undo"' in line  # the run line's poll left the notice
+    shown = re.search(r'<input type="hidden" name="run_shown" value="([^"]+)"', line)
+    assert shown is not None  # what the list's poll sends along (hx-include)
+
+    live = client.get(
+        "/tasks/changes", {"v": seen_running.group(1), "run_shown": shown.group(1)}, headers={"HX-Request": "true"}
+    )
+
+    assert live.status_code == 200  # the run line and the list are drawn again
+    assert 'id="undo"' not in live.content.decode()
