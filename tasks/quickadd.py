@@ -11,34 +11,55 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
+from functools import lru_cache
 
 from accounts.languages import DATE_ORDERS, LANGUAGES
 from accounts.models import User
-from tasks.quickadd_words import DANGLING, DAY_WORDS, MONTHS, NAMING, RELATIVE, TIME
+from tasks.quickadd_words import AFTER_TOMORROW, DANGLING, DAY_WORDS, MONTHS, NAMING, RELATIVE, TIME
 from tasks.services import due_date_in_range
 from tasks.snooze import person_now
 
 _ALL_DAYS = "|".join(DAY_WORDS.values())
 _ALL_MONTHS = "|".join(f"(?:{m})" for m in MONTHS.values())
 _ALL_RELATIVE = "|".join(RELATIVE.values())
+_MONTH_DAY = (
+    rf"\b\d{{1,2}}(?:st|nd|rd|th|\.)?\s+(?:of\s+|de\s+)?(?:{_ALL_MONTHS})(?!\w)"
+    rf"|(?<!\w)(?:{_ALL_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?\b"
+)
 # What makes a phrase a day, in any of the languages: without one of these, what dateparser found is not taken.
 _ANCHOR = re.compile(
-    rf"(?<!\w)(?:{_ALL_DAYS})(?!\w)|\b(?:{_ALL_RELATIVE})\b"
-    rf"|\b\d{{1,2}}(?:st|nd|rd|th|\.)?\s+(?:of\s+|de\s+)?(?:{_ALL_MONTHS})(?!\w)"
-    rf"|(?<!\w)(?:{_ALL_MONTHS})\s+\d{{1,2}}(?:st|nd|rd|th)?\b"
-    r"|\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}[/.]\d{1,2}(?:[/.]\d{2,4})?\b",
+    rf"(?<!\w)(?:{_ALL_DAYS})(?!\w)|\b(?:{_ALL_RELATIVE})\b|{_MONTH_DAY}",
     re.IGNORECASE,
+)
+_HAS_MONTH_DAY = re.compile(_MONTH_DAY, re.IGNORECASE)
+# A date in figures, read here rather than by dateparser: 2026-12-24; 12/05 or 12/05/2027 in the person's order
+# (or the other where theirs is no date: 12/31 is the 31st of December day first too); 12.05. or 1.1.2027 day
+# first, with the dot that ends a German date ("Kapitel 3.12" is a section).
+_NUMERIC = re.compile(
+    r"(?<![\w./-])(?:(\d{4})-(\d{2})-(\d{2})|(\d{1,2})/(\d{1,2})(?:/(\d{4}|\d{2}))?|(\d{1,2})\.(\d{1,2})\.(\d{4}|\d{2})?)"
+    r"(?![\w/-]|\.\d)"
 )
 _MONTH_WORD = re.compile(rf"(?<!\w)(?:{_ALL_MONTHS})(?!\w)", re.IGNORECASE)
 _WEEKDAY_ALONE = re.compile(rf"(?:{_ALL_DAYS})", re.IGNORECASE)
 _TIME = re.compile(TIME, re.IGNORECASE)
+_TIME_NEXT = re.compile(rf"\s*(?:{TIME})", re.IGNORECASE)
 _CLOCK = re.compile(r"(\d{1,2})(?::(\d{2})|h(\d{2}))?\s*(am|pm)?", re.IGNORECASE)
 _LEADING_NUMBER = re.compile(rf"^\d+\s+(?!{_ALL_MONTHS}|(?:st|nd|rd|th)\b|days?|weeks?|months?)", re.IGNORECASE)
 _EDGES = " ,;:-\u2013\u2014"  # spaces, punctuation and dashes left at the ends
-_DANGLING = re.compile(rf"\s+(?:{DANGLING})$", re.IGNORECASE)
 _NAMING = re.compile(rf"(?:^|\s)(?:{NAMING})\s+$", re.IGNORECASE)
 _NAMED = re.compile(rf"(?:{NAMING})\s+", re.IGNORECASE)
+
+
+@lru_cache(maxsize=16)
+def _words_of(languages: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The day after tomorrow and the little words left at a title's end, in these languages only."""
+    after = "|".join(AFTER_TOMORROW[language] for language in languages)
+    dangling = "|".join(DANGLING[language] for language in languages)
+    return (
+        re.compile(rf"(?<!\w)(?:{after})(?!\w)", re.IGNORECASE),
+        re.compile(rf"\s+(?:{dangling})$", re.IGNORECASE),
+    )
 
 
 @dataclass(frozen=True)
@@ -61,9 +82,9 @@ def _parser_settings(now: datetime, user: User) -> dict[str, object]:
     }
 
 
-def _languages(user: User) -> list[str]:
+def _languages(user: User) -> tuple[str, ...]:
     """The person's language, then English (written in either)."""
-    return [user.language, "en"] if user.language in LANGUAGES and user.language != "en" else ["en"]
+    return (user.language, "en") if user.language in LANGUAGES and user.language != "en" else ("en",)
 
 
 def _names_a_thing(text: str, phrase: str) -> bool:
@@ -81,57 +102,110 @@ def _names_a_thing(text: str, phrase: str) -> bool:
     return bool(named or _NAMING.search(text[:start])) and bool(after) and not _TIME.match(after)
 
 
-def _time_of(phrase: str, when: datetime) -> time | None:
-    """The time the phrase says: dateparser's where it read one, else the hour written ("um 10 Uhr", "alle 15")."""
-    said = _TIME.search(phrase)
-    if said is None:
-        return None
-    clock = _CLOCK.search(said[0])
+def _clock(said: str) -> time | None:
+    """The time of day a time phrase says ("at 3:45pm", "um 10 Uhr", "às 10h", "noon")."""
+    if "noon" in said.lower():
+        return time(12, 0)
+    clock = _CLOCK.search(said)
     if clock is None:
-        return when.time()
+        return None
     hour, minute = int(clock[1]), int(clock[2] or clock[3] or 0)
     if clock[4]:
+        if not 1 <= hour <= 12:
+            return None
         hour = hour % 12 + (12 if clock[4].lower() == "pm" else 0)
-    return time(hour, minute) if hour < 24 and minute < 60 else when.time()
+    return time(hour, minute) if hour < 24 and minute < 60 else None
 
 
-def quick_add_understand(*, text: str, user: User, now: datetime | None = None) -> Understood:
-    """The due date the text says, relative to now in the person's time zone, and the title without it."""
-    text = " ".join(text.split())
-    if not _ANCHOR.search(text):
-        return Understood(title=text)  # no day words at all: no need to load the parser
+def _numeric_date(found: re.Match[str], user: User, today: date) -> date | None:
+    """The day a date in figures says: the person's order first, the other where theirs is no date; without a
+    year, its next coming (today included)."""
+    if found[1]:
+        year, pairs = int(found[1]), [(int(found[2]), int(found[3]))]
+    else:
+        first, second, written = (found[4], found[5], found[6]) if found[4] else (found[7], found[8], found[9])
+        a, b = int(first), int(second)
+        month_first = user.date_order == "MDY" and found[4] is not None  # a dotted date is day first everywhere
+        pairs = [(a, b), (b, a)] if month_first else [(b, a), (a, b)]
+        year = (int(written) + (2000 if len(written) == 2 else 0)) if written else 0
+    for month, day in pairs:
+        for candidate_year in [year] if year else [today.year, today.year + 1]:
+            try:
+                day_of = date(candidate_year, month, day)
+            except ValueError:
+                continue
+            if year or day_of >= today:
+                return day_of
+    return None
+
+
+def _days_said(text: str, user: User, local_now: datetime) -> list[tuple[str, date, time | None]]:
+    """Every (phrase, day, time) the text may say, in the order they are tried: the day after tomorrow (read
+    here), what dateparser finds (its time read here: it takes "Monday at 9" for the 9th), then dates in figures
+    (read here)."""
     from dateparser import parse
     from dateparser.search import search_dates  # about a second to import and to warm: only when needed
 
-    local_now = person_now(user=user, now=now)
+    today = local_now.date()
     languages, parsing = _languages(user), _parser_settings(local_now, user)
-    found = search_dates(text, languages=languages, settings=parsing) or []
-    for phrase, when in found:
+    after_tomorrow, _ = _words_of(languages)
+    said: list[tuple[str, date, time | None]] = [
+        (m[0], today + timedelta(days=2), None) for m in after_tomorrow.finditer(text)
+    ]
+    for found_phrase, when in search_dates(text, languages=list(languages), settings=parsing) or []:
+        phrase = found_phrase
         if _LEADING_NUMBER.match(phrase):  # "PR 123 next week": 123 is not part of the date
             phrase = _LEADING_NUMBER.sub("", phrase)
-            when = parse(phrase, languages=languages, settings=parsing)
-        anchor = _ANCHOR.search(phrase)
-        if anchor and anchor[0] != phrase and not re.search(r"\d", phrase) and _MONTH_WORD.search(phrase):
-            # A month without its day beside a day word ("bel Jan maandag": Jan is a name): the day word alone.
-            phrase = anchor[0]
-            when = parse(phrase, languages=languages, settings=parsing)
-        if when is None or not anchor or _names_a_thing(text, phrase):
+        at_said = _TIME.search(phrase)
+        day_part = (phrase[: at_said.start()] + " " + phrase[at_said.end() :]).strip(_EDGES) if at_said else phrase
+        day_part = _words_of(languages)[1].sub("", " ".join(day_part.split())).strip(_EDGES)
+        anchor = _ANCHOR.search(day_part)
+        if not anchor or _names_a_thing(text, phrase):
             continue
-        due = when.date()
+        if _MONTH_WORD.search(day_part) and not _HAS_MONTH_DAY.search(day_part):
+            # A month without its day beside a day word ("Email Jan on Monday", "bel Jan maandag"): Jan is a
+            # name; the date starts at the day word.
+            phrase, day_part = phrase[phrase.find(anchor[0]) :], day_part[anchor.start() :]
+        if day_part != found_phrase:
+            when = parse(day_part, languages=list(languages), settings=parsing)
+        if when is not None:
+            said.append((phrase, when.date(), _clock(at_said[0]) if at_said else None))
+    for found in _NUMERIC.finditer(text):  # last: "Order 3/4 cup flour tomorrow" is due tomorrow
+        day = _numeric_date(found, user, today)
+        if day is not None:
+            said.append((found[0], day, None))
+    return said
+
+
+def quick_add_understand(*, text: str, user: User, now: datetime | None = None) -> Understood:
+    """The due date (and time) the text says, relative to now in the person's time zone, and the title without
+    it."""
+    text = " ".join(text.split())
+    languages = _languages(user)
+    after_tomorrow, dangling = _words_of(languages)
+    if not (_ANCHOR.search(text) or _NUMERIC.search(text) or after_tomorrow.search(text)):
+        return Understood(title=text)  # no day words at all: no need to load the parser
+    local_now = person_now(user=user, now=now)
+    for phrase, due, at in _days_said(text, user, local_now):
         if due < local_now.date() or not due_date_in_range(due):
             continue
-        title = _title_without(text, phrase)
+        if at is None:  # a time just after the day ("übermorgen um 10", "12/05 3pm") is part of it
+            start = text.find(phrase) + len(phrase)
+            following = _TIME_NEXT.match(text, start)
+            if following and (at := _clock(following[0])) is not None:
+                phrase = text[text.find(phrase) : following.end()]
+        title = _title_without(text, phrase, dangling)
         if not title:
             continue  # the whole text is a date: it is the title
-        return Understood(title=title, due_date=due, at=_time_of(phrase, when), phrase=phrase)
+        return Understood(title=title, due_date=due, at=at, phrase=phrase)
     return Understood(title=text)
 
 
-def _title_without(text: str, phrase: str) -> str:
+def _title_without(text: str, phrase: str, dangling: re.Pattern[str]) -> str:
     start = text.find(phrase)
     rest = (text[:start] + " " + text[start + len(phrase) :]) if start >= 0 else text
     rest = " ".join(rest.split()).replace(" ,", ",").strip(_EDGES)
-    return _DANGLING.sub("", rest).strip(_EDGES)
+    return dangling.sub("", rest).strip(_EDGES)
 
 
 def quick_add_resolve(*, user: User, title: str, due_date: date | None, keep_as_typed: bool) -> Understood:

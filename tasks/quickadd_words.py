@@ -33,16 +33,35 @@ RELATIVE = {
     "nl": r"volgende\s+week|over\s+\d+\s+(?:dagen|weken|maanden)",
     "pt": r"(?:na\s+)?próxima\s+semana|(?:na\s+)?semana\s+que\s+vem|(?:em|daqui\s+a)\s+\d+\s+(?:dias?|semanas?|meses?)",
 }
-# A time of day: "3pm", "15:30", "um 10 Uhr", "10h", "alle 15", "om 10 uur", "às 10h".
+# A time of day: "3pm", "at 3:45pm", "15:30", "um 14:30 Uhr", "10h", "alle 15", "om 10 uur", "às 10h", "noon"; with
+# the little word before it, so that the whole is taken out of the title.
+_BEFORE_TIME = r"at|um|om|à|às|alle|a\s+las|a\s+la"
+_CLOCK = r"\d{1,2}(?::\d{2}|h\d{2})?"
 TIME = (
-    r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm)\b|\b\d{1,2}:\d{2}\b|\bnoon\b|\bat\s+\d{1,2}\b"
-    r"|\b\d{1,2}\s*(?:uhr|uur)\b|\b\d{1,2}h(?:\d{2})?\b|\b(?:alle|a\s+las|om|às|um|à)\s+\d{1,2}\b"
+    rf"\b(?:(?:{_BEFORE_TIME})\s+)?(?:{_CLOCK}\s*(?:am|pm|uhr|uur)\b|\d{{1,2}}:\d{{2}}\b|\d{{1,2}}h(?:\d{{2}})?\b)"
+    rf"|\b(?:{_BEFORE_TIME})\s+\d{{1,2}}\b|\b(?:at\s+)?noon\b"
 )
-# Words left at the end of the title once the date is taken out ("Rechnung bezahlen bis" Freitag).
-DANGLING = (
-    r"by|on|due|before|until|at|for|bis|am|an|vor|zum|für|um|pour|avant|d'ici|le|la|para|antes(?:\s+del?)?"
-    r"|el|a|entro|per|prima\s+di|il|voor|op|uiterlijk|até|em|no|na"
-)
+# The day after tomorrow, which dateparser reads as tomorrow ("pasado mañana") or not at all.
+AFTER_TOMORROW = {
+    "en": r"(?:the\s+)?day\s+after\s+tomorrow",
+    "de": r"übermorgen",
+    "fr": r"après-demain",
+    "es": r"pasado\s+mañana",
+    "it": r"dopodomani",
+    "nl": r"overmorgen",
+    "pt": r"depois\s+de\s+amanhã",
+}
+# Words left at the end of the title once the date is taken out ("Rechnung bezahlen bis" Freitag), per language:
+# only the person's own are taken off ("Vote no tomorrow" keeps its English "no"; in Portuguese it is "in the").
+DANGLING = {
+    "en": r"by|on|due|before|until|at|for",
+    "de": r"bis|am|an|vor|zum|für|um",
+    "fr": r"pour|avant|d'ici|le|la|à",
+    "es": r"para|antes(?:\s+del?)?|el|a",
+    "it": r"entro|per|prima\s+di|il|alle",
+    "nl": r"voor|op|uiterlijk|om",
+    "pt": r"até|em|no|na|para|às",
+}
 # Before a weekday, a word that makes it part of a name ("ring the Monday club", "le club du lundi", "el club de
 # los lunes"): the weekday is then a date only if nothing but a time or the end of the text follows it.
 NAMING = r"the|a|du|des|los|del|dei|das|dos|van"

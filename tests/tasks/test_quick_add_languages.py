@@ -77,6 +77,59 @@ def test_quick_add_language_keeps_a_word_that_is_no_date_here_in_the_title(langu
     assert (understood.title, understood.due_date) == (text, None)
 
 
+@pytest.mark.parametrize(
+    ("language", "order", "text", "title", "due", "at"),
+    [
+        # A time after "at": the weekday is the date, the hour its time (not 9 September).
+        ("en", "MDY", "Standup Monday at 9", "Standup", MONDAY, "09:00"),
+        ("en", "MDY", "call Bob tomorrow at 3:45pm", "call Bob", TOMORROW, "15:45"),
+        ("en", "MDY", "lunch with Ann Monday at noon", "lunch with Ann", MONDAY, "12:00"),
+        ("de", "DMY", "Zahnarzt Montag um 14:30 Uhr", "Zahnarzt", MONDAY, "14:30"),
+        # A date that reads only one way is read that way, whatever the order (31 cannot be a month).
+        ("en", "DMY", "Pay rent 12/31", "Pay rent", date(2026, 12, 31), None),
+        ("en", "MDY", "Pay rent 31/12", "Pay rent", date(2026, 12, 31), None),
+        ("en", "MDY", "Renew passport 3/15/2027", "Renew passport", date(2027, 3, 15), None),
+        ("en", "MDY", "Party 2026-12-24", "Party", date(2026, 12, 24), None),
+        ("en", "MDY", "Order 3/4 cup flour tomorrow", "Order 3/4 cup flour", TOMORROW, None),  # words first
+        # German writes a date with dots and a last dot: 12 May, not 12:05 today.
+        ("de", "DMY", "Miete zahlen 12.05.", "Miete zahlen", date(2027, 5, 12), None),
+        ("de", "DMY", "Miete zahlen am 1.1.2027", "Miete zahlen", date(2027, 1, 1), None),
+        # A month's name without a day is a name: Jan stays, the weekday and its time are the date.
+        ("en", "MDY", "Email Jan on Monday at 10", "Email Jan", MONDAY, "10:00"),
+        # Only the person's languages' little words are taken off the end: "no" is English here, not Portuguese.
+        ("en", "MDY", "Vote no tomorrow", "Vote no", TOMORROW, None),
+        # The day after tomorrow, as each language says it, is not tomorrow with a word left over.
+        ("en", "MDY", "call Bob the day after tomorrow", "call Bob", date(2026, 12, 6), None),
+        ("de", "DMY", "Oma anrufen übermorgen", "Oma anrufen", date(2026, 12, 6), None),
+        ("fr", "DMY", "appeler Marie après-demain", "appeler Marie", date(2026, 12, 6), None),
+        ("es", "DMY", "Llamar a Juan pasado mañana", "Llamar a Juan", date(2026, 12, 6), None),
+        ("it", "DMY", "chiamare Luca dopodomani", "chiamare Luca", date(2026, 12, 6), None),
+        ("nl", "DMY", "bel Jan overmorgen", "bel Jan", date(2026, 12, 6), None),
+        ("pt", "DMY", "ligar para Ana depois de amanhã às 10h", "ligar para Ana", date(2026, 12, 6), "10:00"),
+    ],
+)
+def test_quick_add_language_reads_times_numbers_and_names_as_a_person_means_them(
+    language: str, order: str, text: str, title: str, due: date, at: str | None
+) -> None:
+    understood = quick_add_understand(text=text, user=_person(language, order), now=NOW)
+    assert (understood.title, understood.due_date) == (title, due)
+    assert (f"{understood.at:%H:%M}" if understood.at else None) == at
+
+
+@pytest.mark.parametrize(
+    ("language", "text"),
+    [
+        ("de", "Kapitel 3.12 lesen"),  # a section, not 3 December: a German date ends with its dot
+        ("en", "Read chapter 3.12"),
+        ("en", "Budget 13/13"),  # no day of any year
+        ("en", "Pay rent 2/30"),
+    ],
+)
+def test_quick_add_language_keeps_numbers_that_are_no_date_in_the_title(language: str, text: str) -> None:
+    understood = quick_add_understand(text=text, user=_person(language), now=NOW)
+    assert (understood.title, understood.due_date) == (text, None)
+
+
 def test_quick_add_language_day_first_or_month_first_and_english_in_any_language() -> None:
     assert quick_add_understand(text="meeting 12/05", user=_person("en", "MDY"), now=NOW).due_date == date(2026, 12, 5)
     assert quick_add_understand(text="meeting 12/05", user=_person("en", "DMY"), now=NOW).due_date == date(2027, 5, 12)
