@@ -172,6 +172,8 @@ def calendar_feed_ics(*, user: User) -> bytes:
         else:
             event.add("dtstart", task.due_date)
             event.add("dtend", task.due_date + timedelta(days=1))
+        if task.repeat_rule:  # the days it comes round again; Done makes the next task, which carries it on
+            event.add("rrule", icalendar.vRecur.from_ical(task.repeat_rule))
         event.add("summary", task.title)
         event.add("transp", "TRANSPARENT")  # a due date does not make the person busy
         event.add("url", f"{settings.SITE_URL}/")

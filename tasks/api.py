@@ -18,6 +18,7 @@ from config.errors import ConflictError
 from config.http import request_user
 from config.pagination import PageParams, page_of
 from tasks.models import Task, TaskEvent
+from tasks.repeat import REPEAT_PATTERN, repeat_words
 from tasks.selectors import task_get, task_history, task_list, task_pending_suggestion
 from tasks.services import (
     DUE_DATE_YEARS_AHEAD,
@@ -78,6 +79,13 @@ DUE_DATE_PATTERN = (
 )
 DueDate = Annotated[date, WithJsonSchema({"type": "string", "format": "date", "pattern": DUE_DATE_PATTERN})]
 DueTime = Annotated[str, Field(pattern=r"^(?:[01]\d|2[0-3]):[0-5]\d$")]
+Repeat = Annotated[str, Field(pattern=REPEAT_PATTERN)]
+REPEAT_RULE = (
+    "How it repeats, an iCalendar RRULE: FREQ=DAILY, WEEKLY, MONTHLY or YEARLY, with INTERVAL, BYDAY or "
+    "BYMONTHDAY (`FREQ=MONTHLY;BYMONTHDAY=1`, `FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR`). Done makes the next one. "
+    "Without a due date, it is due on the rule's first day from today; a rule that never comes round is a 422 "
+    "`invalid_repeat`."
+)
 DUE_TIME_RULE = (
     "The time of day it is due, `HH:MM` in your time zone; only with a due date (else 422 `invalid_due_time`)."
 )
@@ -137,6 +145,8 @@ class TaskOut(Schema):
     priority: Task.Priority | None
     due_date: date | None
     due_time: str | None = Field(description="`HH:MM` in your time zone, or null (due some time that day).")
+    repeat: str | None = Field(description="How it repeats (an iCalendar RRULE), or null.")
+    repeat_words: str = Field(description="The repeat in words (`every month on the 1st`); empty when none.")
     source: Task.Source
     email_link: str
     email_sender: str
@@ -177,6 +187,14 @@ class TaskOut(Schema):
     @staticmethod
     def resolve_due_time(task: Task) -> str | None:
         return f"{task.due_time:%H:%M}" if task.due_time else None
+
+    @staticmethod
+    def resolve_repeat(task: Task) -> str | None:
+        return task.repeat_rule or None
+
+    @staticmethod
+    def resolve_repeat_words(task: Task) -> str:
+        return repeat_words(task.repeat_rule)
 
     @staticmethod
     def resolve_links(task: Task) -> list[dict[str, Any]]:
@@ -244,6 +262,7 @@ class TaskIn(Schema):
     due_date: DueDate | None = Field(default=None, description=DUE_DATE_RULE)
     due_time: DueTime | None = Field(default=None, description=DUE_TIME_RULE)
     priority: Task.Priority | None = None
+    repeat: Repeat | None = Field(default=None, description=REPEAT_RULE)
 
 
 class TaskPatch(Schema):
@@ -259,6 +278,7 @@ class TaskPatch(Schema):
     due_date: DueDate | None = Field(default=None, description=DUE_DATE_RULE)
     due_time: DueTime | None = Field(default=None, description=DUE_TIME_RULE + " `null` clears it.")
     priority: Task.Priority | None = None
+    repeat: Repeat | None = Field(default=None, description=REPEAT_RULE + " `null` stops it repeating.")
     status: Task.Status = Field(default=None)  # type: ignore[assignment]
 
 
@@ -344,6 +364,7 @@ def create_task(request: HttpRequest, payload: TaskIn) -> Status[Any]:
         due_date=payload.due_date,
         due_time=_time(payload.due_time),
         priority=payload.priority or "",
+        repeat=payload.repeat or "",
     )
     return Status(201, task)
 
@@ -365,6 +386,8 @@ def update_task(request: HttpRequest, task_id: TaskId, payload: TaskPatch) -> Ta
     changes = payload.model_dump(exclude_unset=True)
     if "priority" in changes:
         changes["priority"] = changes["priority"] or ""
+    if "repeat" in changes:
+        changes["repeat"] = changes["repeat"] or ""
     if "due_time" in changes:
         changes["due_time"] = _time(changes["due_time"])
         if changes["due_time"] is not None and changes.get("due_date", task.due_date) is None:

@@ -26,6 +26,8 @@ from django.utils import timezone
 
 from integrations.mail.message import Email
 from tasks.models import Task, TaskEvent
+from tasks.services import repeat_next_make
+from tasks.snooze import person_today
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,8 @@ def conversation_changes_apply(
             task.status, task.completed_at = Task.Status.DONE, change.received_at
             task.save(update_fields=["status", "completed_at", "updated_at"])
             counts.closed += 1
+            if task.repeat_rule:  # this month's rent paid: next month's comes
+                repeat_next_make([task], today=person_today(user=task.user))
         elif action == TaskEvent.Action.UPDATED:
             task.due_date = change.due_date
             task.save(update_fields=["due_date", "updated_at"])

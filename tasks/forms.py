@@ -2,8 +2,19 @@ from django import forms
 from django.urls import reverse_lazy
 
 from tasks.models import Task
+from tasks.repeat import WORKDAYS, repeat_words
 
 PRIORITY_CHOICES = [("", "No priority"), *Task.Priority.choices]
+# The repeats offered in the edit form (quick add and the API take any rule tasks/repeat.py keeps).
+REPEAT_CHOICES = [
+    ("", "Does not repeat"),
+    ("FREQ=DAILY", "Every day"),
+    (f"FREQ=WEEKLY;BYDAY={WORKDAYS}", "Every weekday"),
+    ("FREQ=WEEKLY", "Every week"),
+    ("FREQ=WEEKLY;INTERVAL=2", "Every 2 weeks"),
+    ("FREQ=MONTHLY", "Every month"),
+    ("FREQ=YEARLY", "Every year"),
+]
 
 
 class TaskForm(forms.Form):
@@ -37,6 +48,7 @@ class TaskEditForm(forms.Form):
     due_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Due")
     due_time = forms.TimeField(required=False, widget=forms.TimeInput(attrs={"type": "time"}), label="At")
     priority = forms.ChoiceField(choices=PRIORITY_CHOICES, required=False)
+    repeat = forms.ChoiceField(choices=REPEAT_CHOICES, required=False, label="Repeats")
 
     def __init__(self, *args: object, task: Task, **kwargs: object) -> None:
         kwargs.setdefault("auto_id", f"task-{task.pk}-%s")
@@ -48,6 +60,12 @@ class TaskEditForm(forms.Form):
                 "due_date": task.due_date,
                 "due_time": task.due_time,
                 "priority": task.priority,
+                "repeat": task.repeat_rule,
             },
         )
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        repeat = self.fields["repeat"]
+        assert isinstance(repeat, forms.ChoiceField)
+        if task.repeat_rule and task.repeat_rule not in dict(REPEAT_CHOICES):  # a rule typed or set by the API
+            words = repeat_words(task.repeat_rule)
+            repeat.choices = [*REPEAT_CHOICES, (task.repeat_rule, words[:1].upper() + words[1:])]

@@ -82,6 +82,10 @@ class Task(TimeStampedModel):
     hand_changed = models.BooleanField(default=False, db_default=False)
     # Snoozed: off the open list (and the digest) until this date of the person's comes (tasks/snooze.py).
     snoozed_until = models.DateField(null=True, blank=True)
+    # Repeats: an RRULE (tasks/repeat.py), "" for none. Done makes the next one, a task by hand whose source id
+    # names this one ("repeat:<id>") under this one's title key: one next per task (task_once_per_email_title),
+    # however often Done is sent.
+    repeat_rule = models.CharField(max_length=100, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ("-created_at", "-id")

@@ -17,6 +17,7 @@ from functools import lru_cache
 from accounts.languages import DATE_ORDERS, LANGUAGES
 from accounts.models import User
 from tasks.quickadd_words import AFTER_TOMORROW, DANGLING, DAY_WORDS, MONTHS, NAMING, RELATIVE, TIME
+from tasks.repeat import repeat_first, repeat_understand
 from tasks.services import due_date_in_range
 from tasks.snooze import person_now
 
@@ -71,6 +72,7 @@ class Understood:
     due_date: date | None = None
     at: time | None = None
     phrase: str = ""
+    repeat: str = ""  # an RRULE (tasks/repeat.py): "every month on the 1st" is FREQ=MONTHLY;BYMONTHDAY=1
 
 
 def _parser_settings(now: datetime, user: User) -> dict[str, object]:
@@ -178,9 +180,29 @@ def _days_said(text: str, user: User, local_now: datetime) -> list[tuple[str, da
 
 
 def quick_add_understand(*, text: str, user: User, now: datetime | None = None) -> Understood:
-    """The due date (and time) the text says, relative to now in the person's time zone, and the title without
-    it."""
+    """The due date (and time) the text says, relative to now in the person's time zone, whether it repeats
+    ("every month on the 1st": due on the next 1st when it says no date), and the title without them."""
     text = " ".join(text.split())
+    languages = _languages(user)
+    repeating = repeat_understand(text, languages=languages)
+    if repeating is None:
+        return _understand_day(text, user, now)
+    rule, words = repeating
+    start = text.find(words)
+    following = _TIME_NEXT.match(text, start + len(words))  # "every Monday at 7am"
+    at = _clock(following[0]) if following else None
+    if following and at is not None:
+        words = text[start : following.end()]
+    rest = _title_without(text, words, _words_of(languages)[1])
+    dated = _understand_day(rest, user, now)
+    due = dated.due_date or repeat_first(rule, today=person_now(user=user, now=now).date())
+    if not dated.title or due is None:
+        return Understood(title=text)  # the whole text is a repeat: it is the title
+    phrase = f"{words}, {dated.phrase}" if dated.phrase else words
+    return Understood(title=dated.title, due_date=due, at=dated.at or at, phrase=phrase, repeat=rule)
+
+
+def _understand_day(text: str, user: User, now: datetime | None) -> Understood:
     languages = _languages(user)
     after_tomorrow, dangling = _words_of(languages)
     if not (_ANCHOR.search(text) or _NUMERIC.search(text) or after_tomorrow.search(text)):

@@ -15,6 +15,7 @@ from accounts.models import User
 from config.errors import ApplicationError, NotFoundError
 from integrations.mail.text import without_format_characters
 from tasks.models import Task, TaskEvent, TaskLink
+from tasks.repeat import repeat_check, repeat_first, repeat_next
 
 MAX_TITLE_CHARS = 300
 MAX_NOTES_CHARS = 5000
@@ -254,11 +255,13 @@ def task_create(
     due_date: date | None = None,
     due_time: time | None = None,
     priority: str = "",
+    repeat: str = "",
 ) -> Task:
-    """A task added by hand."""
+    """A task added by hand; a repeating one without a due date is due on the rule's first day from today."""
     title = _clean_title(title)
     notes = _check_notes(notes)
     _check_due_date(due_date)
+    repeat, due_date = _check_repeat(user, repeat, due_date)
     _check_due_time(due_date, due_time)
     _check_priority(priority)
     return Task.objects.create(
@@ -271,7 +274,69 @@ def task_create(
         due_date=due_date,
         due_time=due_time,
         priority=priority,
+        repeat_rule=repeat,
     )
+
+
+def _check_repeat(user: User, repeat: str, due_date: date | None) -> tuple[str, date | None]:
+    """The rule as kept, and the due date: the one given, or the rule's first day from the person's today."""
+    from tasks.snooze import person_today  # it imports this module
+
+    today = person_today(user=user)
+    repeat = repeat_check(repeat, start=due_date or today)
+    if repeat and due_date is None:
+        due_date = repeat_first(repeat, today=today)
+    return repeat, due_date
+
+
+def repeat_next_make(tasks: list[Task], *, today: date) -> None:
+    """The next of each repeating task just done (Done by the person, or closed by an email): a task by hand due
+    on the rule's next day, with the same title, notes, time, priority and rule. Made once per task whatever
+    comes twice (a Done sent again, a run replayed): its source id names the task it follows, under that task's
+    title key, so the unique constraint refuses a second (ON CONFLICT DO NOTHING)."""
+    rows = []
+    for task in tasks:
+        if not task.repeat_rule or task.due_date is None:
+            continue
+        day = repeat_next(task.repeat_rule, due=task.due_date, today=today)
+        if day is None or not due_date_in_range(day):
+            continue  # the rule gives no more
+        rows.append(
+            Task(
+                user_id=task.user_id,
+                source=Task.Source.MANUAL,
+                source_id=_next_source_id(task.pk),
+                title=task.title,
+                title_key=task.title_key,
+                notes=task.notes,
+                due_date=day,
+                due_time=task.due_time,
+                priority=task.priority,
+                repeat_rule=task.repeat_rule,
+                kind=task.kind,
+                waiting_on=task.waiting_on,
+                email_link=task.email_link,
+                email_sender=task.email_sender,
+                email_subject=task.email_subject,
+            )
+        )
+    Task.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def _next_source_id(task_id: int) -> str:
+    return f"repeat:{task_id}"
+
+
+def repeat_next_take_back(*, user_id: int, task_ids: list[int]) -> None:
+    """The Undo of a Done (or of an email's close) takes back the next one it made, while the person has not
+    touched it (still open, never edited); one they have is theirs and stays."""
+    Task.objects.filter(
+        user_id=user_id,
+        source=Task.Source.MANUAL,
+        source_id__in=[_next_source_id(pk) for pk in task_ids],
+        status=Task.Status.OPEN,
+        hand_changed=False,
+    ).delete()
 
 
 _UNSET: Any = object()
@@ -286,6 +351,7 @@ def task_update(
     due_time: time | None = _UNSET,
     priority: str = _UNSET,
     status: str = _UNSET,
+    repeat: str = _UNSET,
 ) -> Task:
     """Change what the person changed (a field left out is kept). The title key stays the one the task
     was made with, so an AI task the person renamed is still the same task for the next run."""
@@ -302,6 +368,9 @@ def task_update(
         fields.append("due_date")
         if due_date is None and due_time is _UNSET:
             due_time = None  # no day, no time of day
+    if repeat is not _UNSET:
+        task.repeat_rule, task.due_date = _check_repeat(task.user, repeat or "", task.due_date)
+        fields.extend(["repeat_rule", "due_date"])
     if due_time is not _UNSET:
         _check_due_time(task.due_date, due_time)
         task.due_time = due_time
@@ -345,6 +414,10 @@ def _task_set_status(*, task: Task, status: str, also: list[str]) -> Task:
         task.save(update_fields=list(dict.fromkeys(fields)))
         if reopened:
             _record_reopened([task.pk], status_before={task.pk: before})
+        if status == Task.Status.DONE and before != Task.Status.DONE:
+            from tasks.snooze import person_today  # it imports this module
+
+            repeat_next_make([task], today=person_today(user=task.user))
     return task
 
 
@@ -376,10 +449,24 @@ def task_bulk_set_status(*, user: User, task_ids: list[int], status: str, by_han
         reopening: dict[int, str] = {}
         if status == Task.Status.OPEN and by_hand:
             reopening = dict(tasks.exclude(status=Task.Status.OPEN).select_for_update().values_list("pk", "status"))
+        finishing: list[Task] = []
+        if status == Task.Status.DONE:  # the repeating ones not done yet make their next (below)
+            finishing = list(tasks.exclude(status=Task.Status.DONE).exclude(repeat_rule="").select_for_update())
+        undoing_done: list[int] = []
+        if status == Task.Status.OPEN and not by_hand:  # the Undo of a Done: the next it made goes again
+            undoing_done = list(
+                tasks.filter(status=Task.Status.DONE).exclude(repeat_rule="").values_list("pk", flat=True)
+            )
         updated = tasks.update(status=status, completed_at=completed, updated_at=timezone.now())
         if reopening:
             Task.objects.filter(pk__in=reopening).update(hand_changed=True)
             _record_reopened(sorted(reopening), status_before=reopening)
+        if finishing:
+            from tasks.snooze import person_today  # it imports this module
+
+            repeat_next_make(finishing, today=person_today(user=user))
+        if undoing_done:
+            repeat_next_take_back(user_id=user.pk, task_ids=undoing_done)
     return updated
 
 
@@ -433,6 +520,8 @@ def task_event_undo(*, user: User, task_id: int, event_id: int) -> Task:
         if event.action == TaskEvent.Action.CLOSED:
             task.status = event.status_before or Task.Status.OPEN
             task.completed_at = task.completed_at if task.status == Task.Status.DONE else None
+            if task.repeat_rule and task.status != Task.Status.DONE:  # the next the close made goes again
+                repeat_next_take_back(user_id=user.pk, task_ids=[task.pk])
         else:
             task.due_date = event.due_date_before
         undone.due_date_after = task.due_date

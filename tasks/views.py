@@ -373,6 +373,7 @@ def task_add(request: HttpRequest) -> HttpResponse:
                 due_date=understood.due_date,
                 due_time=understood.at,  # "3pm": the task is due at 15:00 (in the person's time zone)
                 priority=form.cleaned_data["priority"] or "",
+                repeat=understood.repeat,  # "every month on the 1st"
             )
         except ApplicationError as error:
             _add_service_error(form, error)
@@ -418,6 +419,7 @@ def task_edit(request: HttpRequest, task_id: int) -> HttpResponse:
                 due_date=form.cleaned_data["due_date"],
                 due_time=form.cleaned_data["due_time"],
                 priority=form.cleaned_data["priority"] or "",
+                repeat=form.cleaned_data["repeat"] or "",
             )
         except ApplicationError as error:
             _add_service_error(form, error)

@@ -9,6 +9,8 @@ from django import template
 from django.utils import timezone
 from django.utils.dateformat import format as date_format
 
+from tasks.repeat import repeat_words as words_of_repeat
+
 register = template.Library()
 
 
@@ -38,3 +40,9 @@ def due_state(value: date | None) -> str:
     if value < today:
         return "overdue"
     return "today" if value == today else "upcoming"
+
+
+@register.filter
+def repeat_words(rule: str) -> str:
+    """A repeat rule in words: "every month on the 1st" (tasks/repeat.py)."""
+    return words_of_repeat(rule)
