@@ -176,8 +176,9 @@ def calendar_feed_ics(*, user: User) -> bytes:
             event.add("rrule", icalendar.vRecur.from_ical(task.repeat_rule))
         event.add("summary", task.title)
         event.add("transp", "TRANSPARENT")  # a due date does not make the person busy
-        event.add("url", f"{settings.SITE_URL}/")
-        description = [f"Due in Tasklift: {settings.SITE_URL}/"]
+        opens = f"{settings.SITE_URL}/tasks/{task.pk}"  # the task on a page of its own
+        event.add("url", opens)
+        description = [f"Due in Tasklift: {opens}"]
         if task.email_subject:
             description.insert(0, f"From the email “{task.email_subject}”")
         event.add("description", "\n".join(description))

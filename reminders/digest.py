@@ -33,7 +33,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core import signing
 from django.core.cache import cache
-from django.core.mail import EmailMessage, get_connection
+from django.core.mail import EmailMessage, EmailMultiAlternatives, get_connection
 from django.db import connection, transaction
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -292,9 +292,30 @@ def _journal(user_id: int, day: date) -> bool:
     return True
 
 
+# Each section as the mail shows it: the person's own first, then what they wait for, apart.
+_SECTION_WORDS = (
+    ("due_today", "Due today", "#047857", False),
+    ("overdue", "Overdue", "#b91c1c", True),
+    ("back_today", "Back from snooze", "#374151", False),
+    ("waiting_past_due", "Still waiting, past the date", "#92400e", True),
+)
+
+
 def _message(digest: Digest, unsubscribe_key: str) -> EmailMessage:
+    """The digest as a multipart mail: its text, and HTML with inline styles beside it; every task a link to its
+    own page (tasks/<id>), with its sender, its due date and time."""
     unsubscribe = _unsubscribe_link(unsubscribe_key)
     context = {
+        "sections": [
+            {
+                "heading": heading,
+                "colour": colour,
+                "late": late,
+                "tasks": getattr(digest, name),
+                "count": digest.counts[name],
+            }
+            for name, heading, colour, late in _SECTION_WORDS
+        ],
         "digest": digest,
         "site_url": settings.SITE_URL,
         "settings_url": settings.SITE_URL + reverse("settings"),
@@ -309,7 +330,7 @@ def _message(digest: Digest, unsubscribe_key: str) -> EmailMessage:
     ]
     subject = "Tasklift today: " + ", ".join(p for p in parts if p)  # our words and numbers only, one line
     domain = settings.SITE_URL.split("//", 1)[-1].split("/", 1)[0].split(":", 1)[0] or "tasklift.localhost"
-    return EmailMessage(
+    message = EmailMultiAlternatives(
         subject=subject,
         body=render_to_string("reminders/email/digest.txt", context),
         to=[digest.user.email],
@@ -321,6 +342,8 @@ def _message(digest: Digest, unsubscribe_key: str) -> EmailMessage:
             "Message-ID": f"<digest-{digest.user.pk}-{digest.day:%Y%m%d}@{domain}>",
         },
     )
+    message.attach_alternative(render_to_string("reminders/email/digest.html", context), "text/html")
+    return message
 
 
 def _record(days: list[DigestDay], next_at: dict[int, datetime]) -> None:

@@ -386,12 +386,15 @@ def task_add(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def task_row(request: HttpRequest, task_id: int) -> HttpResponse:
-    """One task's row (what "Cancel" on an edit puts back)."""
+    """One task's row (what "Cancel" on an edit puts back); without htmx, the task on a page of its own (where
+    the digest's and the calendar's links lead)."""
     try:
         task = task_get(user=request_user(request), task_id=task_id)
     except ApplicationError as error:
-        return HttpResponse(error.message, status=error.status)
-    return render(request, "tasks/_task.html", {"task": task})
+        if is_htmx(request):
+            return HttpResponse(error.message, status=error.status)
+        return render(request, "404.html", status=404)
+    return render(request, "tasks/_task.html" if is_htmx(request) else "tasks/task.html", {"task": task})
 
 
 @login_required

@@ -153,6 +153,7 @@ def test_axe_every_page_1280_and_390(
         "snoozed": visit("/tasks/snoozed"),
         "edit row": edit_row,
         "reading pane page": visit(f"/tasks/{task.pk}/email"),
+        "task page": visit(f"/tasks/{task.pk}"),
         "reading pane dialog": pane_dialog,
         "keyboard help": keys_help,
         "mailboxes": visit("/mailboxes/"),

@@ -190,6 +190,10 @@ def test_repeat_rule_in_the_calendar_feed_read_back_by_dateutil(client: Client, 
     assert [d.weekday() < 5 for d in days] == [True] * 5
     assert days[0].date() >= today
     assert (days[1] - days[0]) <= timedelta(days=3)
+    # The event opens its task, on a page of its own.
+    task = Task.objects.get(user=person)
+    assert str(event["URL"]).endswith(f"/tasks/{task.pk}")
+    assert client.get(f"/tasks/{task.pk}").status_code == 200
 
 
 def test_repeat_closed_by_an_email_makes_the_next_and_its_undo_takes_it_back(person: User) -> None:
