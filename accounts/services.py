@@ -14,7 +14,7 @@ from accounts.emails import account_exists_email_send, verification_email_send
 from accounts.languages import DATE_ORDERS, LANGUAGES
 from accounts.models import AIConsent, PersonalAccessToken, User
 from config.errors import ApplicationError
-from reminders.models import LOOK_AT_ONCE, DigestSubscription, leased
+from reminders.models import LOOK_AT_ONCE, DigestSubscription, Reminder, leased
 
 
 def user_create(
@@ -124,6 +124,10 @@ def user_set_timezone(*, user: User, timezone_name: str) -> User:
         # Not while a chunk holds it (reminders.models.leased): that chunk's record sets it after.
         digests = DigestSubscription.objects.filter(user=user, enabled=True).exclude(leased(timezone.now()))
         digests.update(due_at=LOOK_AT_ONCE)
+        # A task at 15:00 is at 15:00 of the new zone: its reminder rings then.
+        from reminders.ring import reminder_refresh  # it imports tasks, which imports this app
+
+        reminder_refresh(task_ids=list(Reminder.objects.filter(task__user=user).values_list("task_id", flat=True)))
     return user
 
 

@@ -30,6 +30,11 @@ DIGEST_POINTS = (
     "digest_handed_over",  # the mail server said 250 to a person's digest, nothing written down yet
     "digest_journalled",  # that person's send is journalled in Redis, the chunk's days not yet recorded
 )
+# Where a chunk of reminders can die (reminders/ring.py), once per reminder rung.
+REMINDER_POINTS = (
+    "reminder_rung",  # the mail server (and push services) took a reminder, nothing written down yet
+    "reminder_journalled",  # that ring is journalled in Redis, the chunk's reminders not yet recorded
+)
 
 _hits: Counter[str] = Counter()
 _lock = threading.Lock()

@@ -93,3 +93,24 @@ class CalendarFeed(models.Model):
 
     def __str__(self) -> str:
         return f"calendar feed {self.prefix}… of {self.user_id}"
+
+
+class Reminder(models.Model):
+    """A task's reminder: `minutes_before` its due time (0: at the time), by email and, where the person has
+    subscribed a browser, by Web Push (reminders/ring.py).
+
+    `remind_at` is when it rings (UTC), worked out from the task's date and time in the person's zone whenever
+    those change (None while the task has no time). `sent_for` is the `remind_at` it last rang for: once per
+    task and time (a time moved later rings again at the new one). `lease_until`: a sender holds it until then."""
+
+    task = models.OneToOneField("tasks.Task", on_delete=models.CASCADE, primary_key=True, related_name="reminder")
+    minutes_before = models.PositiveIntegerField(default=0)
+    remind_at = models.DateTimeField(null=True, blank=True)
+    sent_for = models.DateTimeField(null=True, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["remind_at"], condition=models.Q(remind_at__isnull=False), name="reminder_due")]
+
+    def __str__(self) -> str:
+        return f"reminder of task {self.task_id} at {self.remind_at}"

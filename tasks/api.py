@@ -11,12 +11,13 @@ from typing import Annotated, Any, Literal
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Path, Query, Router, Schema, Status
-from pydantic import ConfigDict, WithJsonSchema
+from pydantic import BeforeValidator, ConfigDict, WithJsonSchema
 from pydantic.config import JsonDict
 
 from config.errors import ConflictError
 from config.http import request_user
 from config.pagination import PageParams, page_of
+from reminders.ring import MAX_MINUTES_BEFORE
 from tasks.models import Task, TaskEvent
 from tasks.repeat import REPEAT_PATTERN, repeat_words
 from tasks.selectors import task_get, task_history, task_list, task_pending_suggestion
@@ -147,6 +148,10 @@ class TaskOut(Schema):
     due_time: str | None = Field(description="`HH:MM` in your time zone, or null (due some time that day).")
     repeat: str | None = Field(description="How it repeats (an iCalendar RRULE), or null.")
     repeat_words: str = Field(description="The repeat in words (`every month on the 1st`); empty when none.")
+    reminder_minutes_before: int | None = Field(
+        description="A reminder rings this many minutes before `due_time` (0: at it), by email and Web Push; "
+        "null: none."
+    )
     source: Task.Source
     email_link: str
     email_sender: str
@@ -197,6 +202,11 @@ class TaskOut(Schema):
         return repeat_words(task.repeat_rule)
 
     @staticmethod
+    def resolve_reminder_minutes_before(task: Task) -> int | None:
+        reminder = getattr(task, "reminder", None)  # the list selects it with its tasks
+        return reminder.minutes_before if reminder is not None else None
+
+    @staticmethod
     def resolve_links(task: Task) -> list[dict[str, Any]]:
         return task_links(task)
 
@@ -245,13 +255,37 @@ class TaskPage(Schema):
 
 
 # A time only with a date: no `due_time`, a null one, or a `due_date` beside it (so a generator of valid requests,
-# schemathesis among them, never sends a time alone, which would be refused).
+# schemathesis among them, never sends a time alone, which would be refused); a reminder only with a time.
 _TIME_NEEDS_DATE: JsonDict = {
-    "anyOf": [
-        {"properties": {"due_time": {"type": "null"}}},
-        {"required": ["due_date"], "properties": {"due_date": {"type": "string"}}},
+    "allOf": [
+        {
+            "anyOf": [
+                {"properties": {"due_time": {"type": "null"}}},
+                {"required": ["due_date"], "properties": {"due_date": {"type": "string"}}},
+            ]
+        },
+        {
+            "anyOf": [
+                {"properties": {"reminder_minutes_before": {"type": "null"}}},
+                {"required": ["due_time"], "properties": {"due_time": {"type": "string"}}},
+            ]
+        },
     ]
 }
+
+
+def _no_boolean(value: object) -> object:
+    """`false` is not 0 minutes (pydantic's lax integers take it; JSON Schema's integer does not); 164.0 is 164."""
+    if isinstance(value, bool):
+        raise ValueError("Input should be a valid integer")
+    return value
+
+
+ReminderMinutes = Annotated[int, Field(ge=0, le=MAX_MINUTES_BEFORE), BeforeValidator(_no_boolean)]
+REMINDER_RULE = (
+    "Minutes before `due_time` a reminder rings (0: at it; at most a week), by email and Web Push; only for a "
+    "task with a time (else 422 `invalid_reminder`)."
+)
 
 
 class TaskIn(Schema):
@@ -263,6 +297,7 @@ class TaskIn(Schema):
     due_time: DueTime | None = Field(default=None, description=DUE_TIME_RULE)
     priority: Task.Priority | None = None
     repeat: Repeat | None = Field(default=None, description=REPEAT_RULE)
+    reminder_minutes_before: ReminderMinutes | None = Field(default=None, description=REMINDER_RULE)
 
 
 class TaskPatch(Schema):
@@ -279,6 +314,9 @@ class TaskPatch(Schema):
     due_time: DueTime | None = Field(default=None, description=DUE_TIME_RULE + " `null` clears it.")
     priority: Task.Priority | None = None
     repeat: Repeat | None = Field(default=None, description=REPEAT_RULE + " `null` stops it repeating.")
+    reminder_minutes_before: ReminderMinutes | None = Field(
+        default=None, description=REMINDER_RULE + " `null` removes it."
+    )
     status: Task.Status = Field(default=None)  # type: ignore[assignment]
 
 
@@ -365,6 +403,7 @@ def create_task(request: HttpRequest, payload: TaskIn) -> Status[Any]:
         due_time=_time(payload.due_time),
         priority=payload.priority or "",
         repeat=payload.repeat or "",
+        reminder=payload.reminder_minutes_before,
     )
     return Status(201, task)
 
@@ -388,6 +427,11 @@ def update_task(request: HttpRequest, task_id: TaskId, payload: TaskPatch) -> Ta
         changes["priority"] = changes["priority"] or ""
     if "repeat" in changes:
         changes["repeat"] = changes["repeat"] or ""
+    if "reminder_minutes_before" in changes:
+        changes["reminder"] = changes.pop("reminder_minutes_before")
+        due_time = changes.get("due_time", task.due_time)
+        if changes["reminder"] is not None and due_time is None:
+            raise ConflictError("This task has no time: send `due_time` with the reminder.", code="no_due_time")
     if "due_time" in changes:
         changes["due_time"] = _time(changes["due_time"])
         if changes["due_time"] is not None and changes.get("due_date", task.due_date) is None:

@@ -25,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from integrations.mail.message import Email
+from reminders.ring import reminder_refresh
 from tasks.models import Task, TaskEvent
 from tasks.services import repeat_next_make
 from tasks.snooze import person_today
@@ -164,6 +165,7 @@ def conversation_changes_apply(
         elif action == TaskEvent.Action.UPDATED:
             task.due_date = change.due_date
             task.save(update_fields=["due_date", "updated_at"])
+            reminder_refresh(task_ids=[task.pk])  # a reminder rings before the new date's time
             counts.updated += 1
         else:
             counts.suggested += 1

@@ -40,6 +40,24 @@ class TaskForm(forms.Form):
     keep_as_typed = forms.BooleanField(required=False, label="Keep the text as typed (no date from it)")
 
 
+# The reminders offered (minutes before the task's time; the API takes any up to a week).
+REMINDER_CHOICES = [
+    ("", "No reminder"),
+    ("0", "At the time"),
+    ("10", "10 minutes before"),
+    ("30", "30 minutes before"),
+    ("60", "1 hour before"),
+    ("1440", "1 day before"),
+]
+
+
+def _reminder_of(task: Task) -> str:
+    from reminders.models import Reminder
+
+    minutes = Reminder.objects.filter(task=task).values_list("minutes_before", flat=True).first()
+    return "" if minutes is None else str(minutes)
+
+
 class TaskEditForm(forms.Form):
     """The fields a person edits in place on a task. The service checks them again (range of due dates)."""
 
@@ -49,6 +67,9 @@ class TaskEditForm(forms.Form):
     due_time = forms.TimeField(required=False, widget=forms.TimeInput(attrs={"type": "time"}), label="At")
     priority = forms.ChoiceField(choices=PRIORITY_CHOICES, required=False)
     repeat = forms.ChoiceField(choices=REPEAT_CHOICES, required=False, label="Repeats")
+    reminder = forms.TypedChoiceField(
+        choices=REMINDER_CHOICES, required=False, coerce=int, empty_value=None, label="Remind me"
+    )
 
     def __init__(self, *args: object, task: Task, **kwargs: object) -> None:
         kwargs.setdefault("auto_id", f"task-{task.pk}-%s")
@@ -61,6 +82,7 @@ class TaskEditForm(forms.Form):
                 "due_time": task.due_time,
                 "priority": task.priority,
                 "repeat": task.repeat_rule,
+                "reminder": _reminder_of(task),
             },
         )
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

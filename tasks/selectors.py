@@ -119,7 +119,7 @@ def _filtered(
 ) -> QuerySet[Task]:
     # Each task shows its mailboxes (its links, with theirs) and its history: one query each for the whole page.
     links = Prefetch("links", queryset=TaskLink.objects.select_related("integration"))
-    tasks = Task.objects.filter(user=user).select_related("integration").prefetch_related(links, "events")
+    tasks = Task.objects.filter(user=user).select_related("integration", "reminder").prefetch_related(links, "events")
     if status:
         tasks = tasks.filter(status=status)
     if kinds:

@@ -256,14 +256,32 @@ def task_create(
     due_time: time | None = None,
     priority: str = "",
     repeat: str = "",
+    reminder: int | None = None,
 ) -> Task:
-    """A task added by hand; a repeating one without a due date is due on the rule's first day from today."""
+    """A task added by hand; a repeating one without a due date is due on the rule's first day from today;
+    `reminder`: minutes before its time (reminders/ring.py)."""
     title = _clean_title(title)
     notes = _check_notes(notes)
     _check_due_date(due_date)
     repeat, due_date = _check_repeat(user, repeat, due_date)
     _check_due_time(due_date, due_time)
     _check_priority(priority)
+    with transaction.atomic():
+        task = _task_create(user, title, notes, due_date, due_time, priority, repeat)
+        if reminder is not None:
+            _reminder_set(task, reminder)
+    return task
+
+
+def _reminder_set(task: Task, minutes_before: int | None) -> None:
+    from reminders.ring import reminder_set  # it imports this module
+
+    reminder_set(task=task, minutes_before=minutes_before)
+
+
+def _task_create(
+    user: User, title: str, notes: str, due_date: date | None, due_time: time | None, priority: str, repeat: str
+) -> Task:
     return Task.objects.create(
         user=user,
         source=Task.Source.MANUAL,
@@ -321,6 +339,21 @@ def repeat_next_make(tasks: list[Task], *, today: date) -> None:
             )
         )
     Task.objects.bulk_create(rows, ignore_conflicts=True)
+    _reminders_carry_on(tasks)
+
+
+def _reminders_carry_on(tasks: list[Task]) -> None:
+    """The next of a repeating task reminds as the one done did (the same time before)."""
+    from reminders.models import Reminder
+    from reminders.ring import reminder_set
+
+    before = dict(Reminder.objects.filter(task__in=tasks).values_list("task_id", "minutes_before"))
+    if not before:
+        return
+    ids = {_next_source_id(pk): pk for pk in before}
+    for following in Task.objects.filter(user_id=tasks[0].user_id, source=Task.Source.MANUAL, source_id__in=ids):
+        if not Reminder.objects.filter(task=following).exists():
+            reminder_set(task=following, minutes_before=before[ids[following.source_id]])
 
 
 def _next_source_id(task_id: int) -> str:
@@ -352,6 +385,7 @@ def task_update(
     priority: str = _UNSET,
     status: str = _UNSET,
     repeat: str = _UNSET,
+    reminder: int | None = _UNSET,
 ) -> Task:
     """Change what the person changed (a field left out is kept). The title key stays the one the task
     was made with, so an AI task the person renamed is still the same task for the next run."""
@@ -383,11 +417,23 @@ def task_update(
         # The person's own words and dates: no email changes this task automatically any more.
         task.hand_changed = True
         fields.append("hand_changed")
-    if status is not _UNSET:
-        return _task_set_status(task=task, status=status, also=fields)
-    if fields:
-        task.save(update_fields=[*fields, "updated_at"])
+    with transaction.atomic():
+        if status is not _UNSET:
+            task = _task_set_status(task=task, status=status, also=fields)
+        elif fields:
+            task.save(update_fields=[*fields, "updated_at"])
+        if reminder is not _UNSET:
+            _reminder_set(task, reminder)  # refused for a task without a time: nothing of this edit is kept
+        elif {"due_date", "due_time"} & set(fields):
+            _reminders_refresh([task.pk])
     return task
+
+
+def _reminders_refresh(task_ids: list[int]) -> None:
+    """When the reminders of these tasks ring, worked out again after their date or time changed."""
+    from reminders.ring import reminder_refresh  # it imports this module
+
+    reminder_refresh(task_ids=task_ids)
 
 
 def task_set_status(*, task: Task, status: str) -> Task:
@@ -530,6 +576,7 @@ def task_event_undo(*, user: User, task_id: int, event_id: int) -> Task:
         event.undone_at = now
         event.save(update_fields=["undone_at"])
         undone.save()
+        _reminders_refresh([task.pk])
     return task
 
 
@@ -561,4 +608,5 @@ def task_suggestion_answer(*, user: User, task_id: int, event_id: int, accept: b
             task.status, task.completed_at = Task.Status.DONE, now
         task.save(update_fields=["status", "completed_at", "due_date", "updated_at"])
         taken.save()
+        _reminders_refresh([task.pk])
     return task

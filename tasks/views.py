@@ -423,6 +423,7 @@ def task_edit(request: HttpRequest, task_id: int) -> HttpResponse:
                 due_time=form.cleaned_data["due_time"],
                 priority=form.cleaned_data["priority"] or "",
                 repeat=form.cleaned_data["repeat"] or "",
+                reminder=form.cleaned_data["reminder"],
             )
         except ApplicationError as error:
             _add_service_error(form, error)

@@ -139,3 +139,22 @@ def _serve_forks() -> None:
 
 if __name__ == "__main__":
     _serve_forks()
+
+
+def run_mail_job(
+    job: str, *, relay_port: int, local_dir: str, crash_point: str = "", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """A reminders job (`digest_chunk_job`, `reminder_chunk_job`) run once in its own process, sending through
+    the relay at `relay_port` (sandbox/smtp.py); with `crash_point` it kills itself there (returncode -9)."""
+    child = process_env(
+        TASKLIFT_LOCAL_DIR=local_dir,
+        REDIS_URL=settings.REDIS_URL,
+        EMAIL_HOST="127.0.0.1",
+        EMAIL_PORT=str(relay_port),
+        EMAIL_USE_TLS="false",
+        EXTRACTION_CRASH_POINT=crash_point,
+        **env,
+    )
+    script = f"from reminders.jobs import {job}; print({job}.apply().get())"
+    command = [sys.executable, "manage.py", "shell", "-c", script]
+    return subprocess.run(command, cwd=ROOT, env=child, capture_output=True, text=True, timeout=180)

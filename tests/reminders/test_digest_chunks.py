@@ -5,7 +5,6 @@ leaves nobody without their digest and nobody with two (the relay a real one: sa
 from __future__ import annotations
 
 import subprocess
-import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from tasks.services import task_create
 from tasks.snooze import person_today
 from tests.concurrency import at_once
 from tests.factories import UserFactory
-from tests.processes import ROOT, process_env
+from tests.processes import run_mail_job
 
 LEASE = timedelta(seconds=300)  # the chunk processes' DIGEST_CHUNK_LEASE_SECONDS
 TOKYO_MORNING = datetime(2026, 12, 1, 22, 30, tzinfo=UTC)  # 07:30 on 2 December in Tokyo
@@ -87,25 +86,18 @@ def test_jobs_at_once_share_the_chunks_and_each_person_gets_one(settings) -> Non
 
 
 def _chunk_process(sink: SmtpSink, tmp_path: Path, crash_point: str = "") -> subprocess.CompletedProcess[str]:
-    from django.conf import settings
-
-    env = process_env(
-        TASKLIFT_LOCAL_DIR=str(tmp_path),
-        REDIS_URL=settings.REDIS_URL,
-        EMAIL_HOST="127.0.0.1",
-        EMAIL_PORT=str(sink.port),
-        EMAIL_USE_TLS="false",
+    return run_mail_job(
+        "digest_chunk_job",
+        relay_port=sink.port,
+        local_dir=str(tmp_path),
+        crash_point=crash_point,
         DIGEST_HOUR="0",
         DIGEST_SEND_HOURS="24",  # whatever the hour the test runs at, it is everyone's "morning"
         DIGEST_CHUNK="50",
         # Long enough for a chunk's twelve mails on a loaded machine: a short one made the job give its people
         # back (at 0.8 of it) before it reached the crash point. The test ends the lease itself (LEASE below).
         DIGEST_CHUNK_LEASE_SECONDS=str(LEASE.seconds),
-        EXTRACTION_CRASH_POINT=crash_point,
     )
-    script = "from reminders.jobs import digest_chunk_job; print(digest_chunk_job.apply().get())"
-    command = [sys.executable, "manage.py", "shell", "-c", script]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
 
 
 @pytest.mark.slow  # it starts processes (tests/slow.py)
