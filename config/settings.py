@@ -10,7 +10,9 @@ import base64
 import hashlib
 import os
 import re
+from email.utils import parseaddr
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 import django_stubs_ext
@@ -582,3 +584,23 @@ CELERY_BEAT_SCHEDULE["reminder-send"] = {
     "task": "reminders.jobs.reminder_send_job",
     "schedule": REMINDER_SCAN_SECONDS,
 }
+# Web Push of reminders (reminders/push.py): the server's VAPID key (RFC 8292), a P-256 private key as 32 bytes
+# in base64url (`vapid --gen` prints one); by default one derived from SECRET_KEY (a new SECRET_KEY then means
+# every browser turns notifications on again). Reminders are pushed only to the push services named in
+# PUSH_SERVICE_HOSTS (a browser's subscription names where to POST: any other host is refused, so that no one
+# makes this server POST into its own network); with the sandbox (not production, or a demo), to it too.
+VAPID_PRIVATE_KEY = env_str("VAPID_PRIVATE_KEY") or base64.urlsafe_b64encode(
+    hashlib.sha256(f"vapid:{SECRET_KEY}".encode()).digest()
+).decode().rstrip("=")
+VAPID_SUBJECT = (
+    env_str("VAPID_SUBJECT") or f"mailto:{parseaddr(DEFAULT_FROM_EMAIL)[1] or 'no-reply@tasklift.localhost'}"
+)
+PUSH_SERVICE_HOSTS = env_list("PUSH_SERVICE_HOSTS") or [
+    "fcm.googleapis.com",  # Chrome, Edge, Opera
+    "updates.push.services.mozilla.com",  # Firefox
+    "web.push.apple.com",  # Safari
+    ".notify.windows.com",  # Edge on Windows (a leading dot: that domain's hosts)
+]
+if not PRODUCTION or TASKLIFT_DEMO:
+    PUSH_SERVICE_HOSTS = [*PUSH_SERVICE_HOSTS, urlsplit(SANDBOX_URL).hostname or "127.0.0.1"]
+PUSH_TIMEOUT_S = env_int("PUSH_TIMEOUT_S", 10, minimum=1)

@@ -114,3 +114,23 @@ class Reminder(models.Model):
 
     def __str__(self) -> str:
         return f"reminder of task {self.task_id} at {self.remind_at}"
+
+
+class PushSubscription(models.Model):
+    """A browser a person turned notifications on in (Web Push, RFC 8030): the push service's `endpoint` the
+    browser gave, and its keys (`p256dh`, `auth`, encrypted at rest: config/crypto.py), which reminders are
+    encrypted to (RFC 8291). One per endpoint; dropped when the push service answers 404 or 410 (the browser
+    let it go) or the person turns it off."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="push_subscriptions")
+    endpoint = models.URLField(max_length=2000, unique=True)
+    keys_encrypted = models.TextField()
+    label = models.CharField(max_length=100, blank=True)  # "Chrome on Linux", for the person to tell them apart
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_pushed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"push subscription {self.pk} of {self.user_id}"

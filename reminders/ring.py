@@ -34,6 +34,7 @@ from django.utils import timezone
 from config.errors import ApplicationError
 from extraction.crashpoints import crash_point
 from reminders.models import Reminder
+from reminders.push import push_send
 from tasks.models import Task
 from tasks.snooze import person_zone
 
@@ -180,6 +181,7 @@ def reminders_send_due(*, now: datetime | None = None, budget_s: float | None = 
                         )
                         continue
                     total.emailed += 1
+                    total.pushed += push_send(task=task, reminder=reminder)  # each browser; failures logged
                     crash_point("reminder_rung")
                     try:
                         cache.set(_journal_key(reminder), 1, timeout=JOURNAL_SECONDS)

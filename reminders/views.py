@@ -3,12 +3,13 @@ its unsubscribe link (no login), and private calendar feeds (made, shown once, r
 
 from __future__ import annotations
 
+import json
 from datetime import date
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.utils.cache import get_conditional_response
@@ -35,6 +36,8 @@ from reminders.digest import (
     digest_set,
     unsubscribe_link_subscription,
 )
+from reminders.models import PushSubscription
+from reminders.push import push_subscribe, push_unsubscribe
 from tasks.quickadd import quick_add_resolve
 from tasks.selectors import task_get
 from tasks.snooze import person_zone, task_snooze, task_snoozed_list, task_unsnooze
@@ -234,3 +237,67 @@ def digest_unsubscribe(request: HttpRequest) -> HttpResponse:
         digest_set(user=subscription.user, enabled=False)
         return render(request, "reminders/unsubscribe.html", {**context, "state": "done"})
     return render(request, "reminders/unsubscribe.html", {**context, "state": "confirm"})
+
+
+# Web Push: the browsers a person turned notifications on in --------------------------------------------
+
+_SERVICE_WORKER = settings.BASE_DIR / "static" / "js" / "sw.js"
+
+
+@require_GET
+def service_worker(request: HttpRequest) -> HttpResponse:
+    """The service worker (static/js/sw.js), served from the site's root so that its scope is the whole site."""
+    response = HttpResponse(_SERVICE_WORKER.read_bytes(), content_type="text/javascript; charset=utf-8")
+    response["Cache-Control"] = "no-cache"  # a new version is taken at the next visit
+    return response
+
+
+def _json_error(error: ApplicationError) -> JsonResponse:
+    return JsonResponse({"code": error.code, "message": error.message}, status=error.status)
+
+
+@login_required
+@require_POST
+def push_subscribe_view(request: HttpRequest) -> HttpResponse:
+    """The page's script sends the browser's subscription (PushSubscription.toJSON(), and a label)."""
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("keys"), dict):
+        return _json_error(ApplicationError("Send the subscription as JSON.", code="invalid_subscription"))
+    keys = body["keys"]
+    try:
+        subscription = push_subscribe(
+            user=request_user(request),
+            endpoint=str(body.get("endpoint", "")),
+            p256dh=str(keys.get("p256dh", "")),
+            auth=str(keys.get("auth", "")),
+            label=str(body.get("label", "")),
+        )
+    except ApplicationError as error:
+        return _json_error(error)
+    return JsonResponse({"id": subscription.pk}, status=201)
+
+
+@login_required
+@require_POST
+def push_unsubscribe_view(request: HttpRequest) -> HttpResponse:
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        body = {}
+    endpoint = str(body.get("endpoint", "")) if isinstance(body, dict) else ""
+    return JsonResponse({"removed": push_unsubscribe(user=request_user(request), endpoint=endpoint)})
+
+
+@login_required
+@require_POST
+def push_remove(request: HttpRequest, subscription_id: int) -> HttpResponse:
+    """Turn off one browser from the list on Settings (without JavaScript too)."""
+    removed = PushSubscription.objects.filter(user=request_user(request), pk=subscription_id).delete()[0]
+    if removed:
+        messages.success(request, "Notifications turned off for that browser.")
+    else:
+        messages.error(request, "That browser had no notifications on any more.")
+    return redirect("settings")

@@ -91,13 +91,14 @@ def create_app(state: SandboxState | None = None, *, base_url: str = "", tls_bas
         microsoft,
         pubsub,
         push,
+        webpush,
     )
 
     app = Flask("sandbox", template_folder="templates")
     app.config["SANDBOX_STATE"] = state or SandboxState()
     app.config["SANDBOX_BASE_URL"] = base_url.rstrip("/")
     app.config["SANDBOX_TLS_BASE_URL"] = tls_base_url.rstrip("/")
-    for module in (control, google_oauth, gmail, gemini, microsoft, graph, pubsub):
+    for module in (control, google_oauth, gmail, gemini, microsoft, graph, pubsub, webpush):
         app.register_blueprint(module.blueprint)
     pubsub.signing_keys(app.config["SANDBOX_STATE"])  # made at start: the kid stays for the server's life
 

@@ -273,6 +273,18 @@ class SandboxClient:
         return str(self.call("POST", "/pubsub/token", json=body)["token"])
 
     # Push delivery (Pub/Sub and Graph) ------------------------------------------------------------------
+    def webpush_subscribe(self, application_server_key: str | None = None) -> dict[str, Any]:
+        """A browser's subscription to the sandbox's push service: {"id", "endpoint", "keys": {"p256dh", "auth"}}."""
+        body = {"application_server_key": application_server_key}
+        return dict(self.call("POST", "/webpush/subscriptions", json=body))
+
+    def webpush_gone(self, subscription_id: str, status: int = 410) -> None:
+        self.call("POST", f"/webpush/subscriptions/{subscription_id}/gone", json={"status": status})
+
+    def webpush_messages(self) -> list[dict[str, Any]]:
+        """What the push service delivered, decrypted, oldest first."""
+        return list(self.call("GET", "/webpush/messages")["messages"])
+
     def push_behaviour(self, service: str, **spec: Any) -> dict[str, Any]:
         """Replace how "pubsub" or "graph" delivers: drop, drop_rate (0..1, seeded), duplicate (extra
         copies), delay_ms, jitter_ms (a random extra delay, which reorders), hold, seed. Left out: defaults."""

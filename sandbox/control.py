@@ -56,7 +56,7 @@ def control_route(rule: str, **options: Any) -> Callable[[Callable[..., Any]], C
 class FaultIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    service: Literal["google_oauth", "gmail", "gemini", "microsoft", "graph", "pubsub"]
+    service: Literal["google_oauth", "gmail", "gemini", "microsoft", "graph", "pubsub", "webpush"]
     status: int = Field(ge=100, le=599)
     body: dict[str, Any] | list[Any] | str | None = None
     headers: dict[str, str] = Field(default_factory=dict)

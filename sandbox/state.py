@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-SERVICES = ("google_oauth", "gmail", "gemini", "microsoft", "graph", "pubsub")
+SERVICES = ("google_oauth", "gmail", "gemini", "microsoft", "graph", "pubsub", "webpush")
 DEFAULT_SETTINGS: dict[str, Any] = {
     "gemini_latency_ms": 0,
     "gmail_push_rate_limit": True,  # Gmail's "at most about 1 notification per second per user"
