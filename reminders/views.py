@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import date
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -252,6 +253,15 @@ def service_worker(request: HttpRequest) -> HttpResponse:
     return response
 
 
+def _json_body(request: HttpRequest) -> dict[str, Any] | None:
+    """The request's JSON object, or None for anything else."""
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
 def _json_error(error: ApplicationError) -> JsonResponse:
     return JsonResponse({"code": error.code, "message": error.message}, status=error.status)
 
@@ -260,11 +270,8 @@ def _json_error(error: ApplicationError) -> JsonResponse:
 @require_POST
 def push_subscribe_view(request: HttpRequest) -> HttpResponse:
     """The page's script sends the browser's subscription (PushSubscription.toJSON(), and a label)."""
-    try:
-        body = json.loads(request.body or b"{}")
-    except ValueError:
-        body = None
-    if not isinstance(body, dict) or not isinstance(body.get("keys"), dict):
+    body = _json_body(request)
+    if body is None or not isinstance(body.get("keys"), dict):
         return _json_error(ApplicationError("Send the subscription as JSON.", code="invalid_subscription"))
     keys = body["keys"]
     try:
@@ -283,11 +290,8 @@ def push_subscribe_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def push_unsubscribe_view(request: HttpRequest) -> HttpResponse:
-    try:
-        body = json.loads(request.body or b"{}")
-    except ValueError:
-        body = {}
-    endpoint = str(body.get("endpoint", "")) if isinstance(body, dict) else ""
+    body = _json_body(request) or {}
+    endpoint = str(body.get("endpoint", ""))
     return JsonResponse({"removed": push_unsubscribe(user=request_user(request), endpoint=endpoint)})
 
 
