@@ -459,3 +459,66 @@ def row_action(row: Any, action: str) -> None:
         row.locator(f".task-actions [data-action='{action}']").click()
     else:
         open_row_menu(row).locator(f"[data-action='{action}']").click()
+
+
+def service_worker_push(page: Any, live_site: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """Hand `payload` (what the push service decrypted: sandbox.webpush_messages()) to the page's service worker
+    as a push message, as the browser does when its push service delivers one (Chromium's DevTools protocol:
+    ServiceWorker.deliverPushMessage; headless Chromium reaches no push service of its own), and return the
+    notifications the service worker showed: [{title, body, url}]."""
+    import json
+
+    page.context.grant_permissions(["notifications"], origin=live_site)
+    page.evaluate("() => navigator.serviceWorker.ready.then(() => true)")  # registered by the page's script
+    registrations: list[str] = []
+    cdp = page.context.new_cdp_session(page)
+    cdp.on(
+        "ServiceWorker.workerRegistrationUpdated",
+        lambda event: registrations.extend(
+            r["registrationId"] for r in event["registrations"] if r["scopeURL"].startswith(live_site)
+        ),
+    )
+    cdp.send("ServiceWorker.enable")
+    deadline = time.monotonic() + 10
+    while not registrations and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert registrations, "no service worker registered for the site"
+    cdp.send(
+        "ServiceWorker.deliverPushMessage",
+        {"origin": live_site, "registrationId": registrations[-1], "data": json.dumps(payload)},
+    )
+    shown: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 10
+    while not shown and time.monotonic() < deadline:
+        shown = page.evaluate(
+            """() => navigator.serviceWorker.ready
+                .then(registration => registration.getNotifications())
+                .then(all => all.map(n => ({title: n.title, body: n.body, url: n.data && n.data.url})))"""
+        )
+        if not shown:
+            page.wait_for_timeout(100)
+    cdp.detach()
+    return shown
+
+
+def push_subscribe_page(page: Any, live_site: str, sandbox: SandboxClient, label: str = "Chromium") -> dict[str, Any]:
+    """Turn notifications on for the person signed in on `page` (on Settings): the browser's pushManager would ask
+    its own push service (unreachable here), so the sandbox's push service makes the subscription, and the page
+    sends it as its script does (static/js/push.js). Returns the sandbox's subscription."""
+    from reminders.push import vapid_public_key
+
+    page.goto(f"{live_site}/settings/")
+    page.evaluate("() => navigator.serviceWorker.ready.then(() => true)")  # the page's script registered /sw.js
+    browser = sandbox.webpush_subscribe(application_server_key=vapid_public_key())
+    sent = page.evaluate(
+        """([url, subscription]) => fetch(url, {method: 'POST', credentials: 'same-origin',
+              headers: {'Content-Type': 'application/json',
+                        'X-CSRFToken': document.querySelector('input[name=csrfmiddlewaretoken]').value},
+              body: JSON.stringify(subscription)}).then(r => r.status)""",
+        [
+            f"{live_site}/settings/push/subscribe",
+            {"endpoint": browser["endpoint"], "keys": browser["keys"], "label": label},
+        ],
+    )
+    assert sent == 201, sent
+    return browser

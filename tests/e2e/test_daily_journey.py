@@ -14,6 +14,7 @@ not to be wider than a 390 px phone.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -32,6 +33,8 @@ from playwright.sync_api import Page, ViewportSize, expect
 from accounts.models import User
 from extraction.models import ExtractionRun
 from integrations.models import Integration
+from reminders.jobs import reminder_send_job
+from reminders.models import Reminder
 from sandbox.client import SandboxClient
 from sandbox.demo import load_demo_mailbox, load_demo_outlook
 from sandbox.demo.messages import CLOSED_BY_REPLY, EXPECTED_OPEN, EXPECTED_TASKS, EXPECTED_WAITING
@@ -46,7 +49,9 @@ from tests.e2e.conftest import (
     confirm_signup,
     earlier_open,
     press_extract_now,
+    push_subscribe_page,
     row_action,
+    service_worker_push,
     watch_errors,
 )
 from tests.factories import IntegrationFactory, UserFactory
@@ -196,12 +201,12 @@ def ask_email(address: str) -> str:
     )
 
 
-def api(live_site: str, method: str, path: str, token: str | None) -> requests.Response:
+def api(live_site: str, method: str, path: str, token: str | None, json: Any = None) -> requests.Response:
     """A program's request to the API, like curl: no cookies, the token (if any) as a Bearer header."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with requests.Session() as session:
         session.trust_env = False  # no proxy between the test and its own live server
-        return session.request(method, f"{live_site}{path}", headers=headers, timeout=10)
+        return session.request(method, f"{live_site}{path}", headers=headers, json=json, timeout=10)
 
 
 # The journey ---------------------------------------------------------------------------------------
@@ -404,6 +409,38 @@ def test_daily_journey(
     expect(new_row.locator("a.mailbox-link")).to_have_attribute("data-provider", "gmail")
     assert page.evaluate("window.__noReload === true"), "the page was reloaded"
     snap(page, "11-live-run")
+
+    # 11b. A reminder by Web Push: notifications turned on in this browser (Settings), a task at a time with a
+    # reminder added through the API, rung by the worker (beat's scan, sent here at once): the push service
+    # decrypts it, and the service worker shows it, opening the task when clicked. Then it is done (the open
+    # list is as it was).
+    push_subscribe_page(tab, live_site, sandbox)
+    tomorrow = timezone.now().astimezone(ZoneInfo(TIME_ZONE)).date() + timedelta(days=1)
+    reminded = api(
+        live_site,
+        "POST",
+        "/api/tasks",
+        secret,
+        json={
+            "title": "Call the landlord",
+            "due_date": f"{tomorrow}",
+            "due_time": "09:00",
+            "reminder_minutes_before": 15,
+        },
+    )
+    assert reminded.status_code == 201 and reminded.json()["reminder_minutes_before"] == 15, reminded.text
+    reminded_id = reminded.json()["id"]
+    Reminder.objects.filter(task_id=reminded_id).update(remind_at=timezone.now())  # its time has come
+    reminder_send_job.delay()
+    deadline = time.monotonic() + 20
+    while not sandbox.webpush_messages() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    [pushed] = sandbox.webpush_messages()
+    notified = service_worker_push(tab, live_site, pushed["payload"])
+    assert notified == [
+        {"title": "Call the landlord", "body": "Due at 09:00", "url": f"{live_site}/tasks/{reminded_id}"}
+    ]
+    assert api(live_site, "PATCH", f"/api/tasks/{reminded_id}", secret, json={"status": "done"}).status_code == 200
 
     # 12. The session ends in the other tab; Done in this one lands on the login page, and nothing changed.
     # The list's poller answers "nothing new" for this step, so that it is Done, not the poller, that meets
