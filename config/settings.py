@@ -574,11 +574,11 @@ CELERY_BEAT_SCHEDULE["digest-send"] = {
     "schedule": DIGEST_SCAN_SECONDS,
 }
 # Reminders at a time (reminders/ring.py): beat looks for due ones every REMINDER_SCAN_SECONDS and sends a job per
-# REMINDER_CHUNK of them; a job holds its chunk REMINDER_LEASE_SECONDS at most. A reminder more than
-# REMINDER_LATE_MINUTES late (workers down meanwhile) is dropped rather than rung for a time long gone.
+# REMINDER_CHUNK of them; a job holds its chunk REMINDER_LEASE_SECONDS at most (ringing for 0.8 of it). A reminder
+# more than REMINDER_LATE_MINUTES late (workers down meanwhile) is dropped rather than rung for a time long gone.
 REMINDER_SCAN_SECONDS = env_int("REMINDER_SCAN_SECONDS", 20, minimum=1)
-REMINDER_CHUNK = env_int("REMINDER_CHUNK", 500, minimum=1)
-REMINDER_LEASE_SECONDS = env_int("REMINDER_LEASE_SECONDS", 120, minimum=1)
+REMINDER_CHUNK = env_int("REMINDER_CHUNK", 200, minimum=1)
+REMINDER_LEASE_SECONDS = env_int("REMINDER_LEASE_SECONDS", 60, minimum=1)
 REMINDER_LATE_MINUTES = env_int("REMINDER_LATE_MINUTES", 120, minimum=1)
 CELERY_BEAT_SCHEDULE["reminder-send"] = {
     "task": "reminders.jobs.reminder_send_job",

@@ -26,7 +26,7 @@ from pywebpush import WebPushException, webpush
 from accounts.models import User
 from config.crypto import decrypt_json, encrypt_json
 from config.errors import ApplicationError
-from reminders.models import PushSubscription, Reminder
+from reminders.models import PushSubscription
 from tasks.models import Task
 
 logger = logging.getLogger(__name__)
@@ -107,11 +107,19 @@ def _payload(task: Task) -> str:
     )
 
 
-def push_send(*, task: Task, reminder: Reminder) -> int:
-    """The reminder pushed to each of the person's browsers; returns to how many the push service took it."""
-    subscriptions = list(PushSubscription.objects.filter(user_id=task.user_id))
+def push_subscriptions_of(user_ids: list[int]) -> dict[int, list[PushSubscription]]:
+    """The browsers of these people, in one statement (a chunk of reminders reads them once)."""
+    found: dict[int, list[PushSubscription]] = {}
+    for subscription in PushSubscription.objects.filter(user_id__in=user_ids):
+        found.setdefault(subscription.user_id, []).append(subscription)
+    return found
+
+
+def push_send(*, task: Task, subscriptions: list[PushSubscription]) -> list[int]:
+    """The reminder of `task` pushed to each of these browsers of its person; returns the subscriptions the push
+    service took it for (the caller stamps them, a chunk at once). One the push service let go is dropped."""
     if not subscriptions:
-        return 0
+        return []
     payload = _payload(task)
     vapid = _vapid(settings.VAPID_PRIVATE_KEY)
     ttl = settings.REMINDER_LATE_MINUTES * 60  # after that, a reminder is no use: the push service drops it
@@ -137,11 +145,13 @@ def push_send(*, task: Task, reminder: Reminder) -> int:
                 logger.warning("push of task=%s to subscription %s failed: %s", task.pk, subscription.pk, status)
             continue
         except OSError as error:  # the push service out of reach (requests' errors are OSErrors)
-            logger.warning(
-                "push of task=%s to subscription %s failed: %s", task.pk, subscription.pk, type(error).__name__
-            )
+            name = type(error).__name__
+            logger.warning("push of task=%s to subscription %s failed: %s", task.pk, subscription.pk, name)
             continue
         pushed.append(subscription.pk)
-    if pushed:
-        PushSubscription.objects.filter(pk__in=pushed).update(last_pushed_at=timezone.now())
-    return len(pushed)
+    return pushed
+
+
+def push_stamp(subscription_ids: list[int]) -> None:
+    if subscription_ids:
+        PushSubscription.objects.filter(pk__in=subscription_ids).update(last_pushed_at=timezone.now())

@@ -34,7 +34,7 @@ from django.utils import timezone
 from config.errors import ApplicationError
 from extraction.crashpoints import crash_point
 from reminders.models import Reminder
-from reminders.push import push_send
+from reminders.push import push_send, push_stamp, push_subscriptions_of
 from tasks.models import Task
 from tasks.snooze import person_zone
 
@@ -152,7 +152,9 @@ def _email(task: Task, reminder: Reminder) -> EmailMultiAlternatives:
 
 
 def reminders_send_due(*, now: datetime | None = None, budget_s: float | None = None) -> dict[str, object]:
-    """Ring the due reminders, a chunk at a time, until none is due or `budget_s` went by."""
+    """Ring the due reminders, a chunk at a time, until none is due or `budget_s` went by. A chunk rings for at
+    most 0.8 of its lease, then gives the rest back (due at once, for the next claim): no job rings what
+    another may have claimed since."""
     started = clock.monotonic()
     total = Rung()
     while True:
@@ -161,40 +163,7 @@ def reminders_send_due(*, now: datetime | None = None, budget_s: float | None = 
         if not held:
             break
         total.claimed += len(held)
-        tasks = Task.objects.select_related("user").in_bulk([r.task_id for r in held])
-        done: list[Reminder] = []
-        connection = get_connection()
-        try:
-            for reminder in held:
-                task = tasks[reminder.task_id]
-                if _passes(task, reminder, moment):
-                    total.passed += 1
-                elif cache.get(_journal_key(reminder)):
-                    total.journalled += 1
-                else:
-                    assert reminder.remind_at is not None
-                    try:
-                        connection.send_messages([_email(task, reminder)])
-                    except (smtplib.SMTPException, OSError) as error:  # held until the lease ends, then again
-                        logger.warning(
-                            "reminder of task=%s not taken by the mail server: %s", task.pk, type(error).__name__
-                        )
-                        continue
-                    total.emailed += 1
-                    total.pushed += push_send(task=task, reminder=reminder)  # each browser; failures logged
-                    crash_point("reminder_rung")
-                    try:
-                        cache.set(_journal_key(reminder), 1, timeout=JOURNAL_SECONDS)
-                    except Exception:  # Redis out of reach: recorded with the chunk; a kill before then rings again
-                        logger.warning("reminder of task=%s rung, journal unreachable", reminder.task_id)
-                    crash_point("reminder_journalled")
-                    total.late_s.append(max(0.0, (timezone.now() - reminder.remind_at).total_seconds()))
-                done.append(reminder)
-        finally:
-            connection.close()
-            for reminder in done:
-                reminder.sent_for, reminder.lease_until = reminder.remind_at, None
-            Reminder.objects.bulk_update(done, ["sent_for", "lease_until"])
+        _ring(held, moment, clock.monotonic() + settings.REMINDER_LEASE_SECONDS * 0.8, total)
         if budget_s is not None and clock.monotonic() - started > budget_s:
             break
         if now is not None and len(held) < settings.REMINDER_CHUNK:
@@ -207,6 +176,62 @@ def reminders_send_due(*, now: datetime | None = None, budget_s: float | None = 
         "journalled": total.journalled,
         "late_s": total.late_s,
     }
+
+
+def _journalled(held: list[Reminder]) -> set[str]:
+    try:
+        return set(cache.get_many([_journal_key(r) for r in held]))
+    except Exception:  # Redis out of reach: none counts as rung (the side of a second ring, never none)
+        logger.warning("reminder journal unreachable: a reminder rung before a kill may ring again")
+        return set()
+
+
+def _ring(held: list[Reminder], moment: datetime, give_back_at: float, total: Rung) -> None:
+    """One chunk: each reminder rung (or passed), then the chunk recorded in one statement; what was not
+    reached by `give_back_at` is given back."""
+    tasks = Task.objects.select_related("user").in_bulk([r.task_id for r in held])
+    browsers = push_subscriptions_of(list({task.user_id for task in tasks.values()}))
+    journalled = _journalled(held)
+    done: list[Reminder] = []
+    pushed: list[int] = []
+    connection = get_connection()
+    try:
+        for reminder in held:
+            if clock.monotonic() > give_back_at:
+                break
+            task = tasks[reminder.task_id]
+            if _passes(task, reminder, moment):
+                total.passed += 1
+            elif _journal_key(reminder) in journalled:
+                total.journalled += 1
+            else:
+                assert reminder.remind_at is not None
+                try:
+                    connection.send_messages([_email(task, reminder)])
+                except (smtplib.SMTPException, OSError) as error:  # held until the lease ends, then again
+                    name = type(error).__name__
+                    logger.warning("reminder of task=%s not taken by the mail server: %s", task.pk, name)
+                    continue
+                total.emailed += 1
+                rung_to = push_send(task=task, subscriptions=browsers.get(task.user_id, []))
+                pushed += rung_to
+                total.pushed += len(rung_to)
+                crash_point("reminder_rung")
+                try:
+                    cache.set(_journal_key(reminder), 1, timeout=JOURNAL_SECONDS)
+                except Exception:  # Redis out of reach: recorded with the chunk; a kill before then rings again
+                    logger.warning("reminder of task=%s rung, journal unreachable", reminder.task_id)
+                crash_point("reminder_journalled")
+                total.late_s.append(max(0.0, (timezone.now() - reminder.remind_at).total_seconds()))
+            done.append(reminder)
+    finally:
+        connection.close()
+        for reminder in done:
+            reminder.sent_for = reminder.remind_at
+        for reminder in held:
+            reminder.lease_until = None  # recorded, or given back
+        Reminder.objects.bulk_update(held, ["sent_for", "lease_until"])
+        push_stamp(pushed)
 
 
 def reminders_due_count(*, now: datetime | None = None, most: int) -> int:

@@ -9,6 +9,7 @@ import subprocess
 from datetime import UTC, date, datetime, time, timedelta
 from email import message_from_bytes, policy
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core import mail
@@ -190,3 +191,17 @@ def test_reminder_of_a_repeating_task_carries_on_to_the_next() -> None:
     task_bulk_set_status(user=person, task_ids=[task.pk], status=Task.Status.DONE)
     following = Task.objects.get(user=person, status=Task.Status.OPEN)
     assert Reminder.objects.get(task=following).minutes_before == 5
+
+
+def test_reminder_email_a_chunk_past_most_of_its_lease_gives_the_rest_back(settings: Any) -> None:
+    """A job rings for 0.8 of its lease at most: what it has not reached by then is due again at once, for the
+    next claim, and is never rung by two jobs (one past its lease, one that claimed it since)."""
+    person = _person()
+    tasks = [_call_bob(person) for _ in range(3)]
+    settings.REMINDER_LEASE_SECONDS = 0  # the lease is over before the first ring
+    result = reminders_send_due(now=RINGS)
+    assert (result["claimed"], result["emailed"]) == (3, 0)
+    assert not Reminder.objects.filter(task__in=tasks, lease_until__isnull=False).exists()  # given back
+    settings.REMINDER_LEASE_SECONDS = 60
+    assert reminders_send_due(now=RINGS)["emailed"] == 3
+    assert len(_reminders_to(person)) == 3
