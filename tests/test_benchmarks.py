@@ -182,3 +182,17 @@ def test_conversations_in_short_end_with_every_item_as_labelled() -> None:  # ab
     # nothing of someone else's or quoted made an item, nothing lost or made twice.
     assert figures["checks_failed"] == [], json.dumps(figures, indent=1)
     assert code == 0
+
+
+def test_reminders_ring_each_once_by_email_and_web_push_under_a_kill() -> None:  # about 25 s
+    """Its checks but the timed one (lateness: load moves it): every reminder rung once by email, each of the
+    people with a browser pushed once, with a worker killed mid-chunk."""
+    _, figures = run_benchmark(
+        "reminders",
+        *("--people", "60", "--reminders", "300", "--window", "5", "--chunk", "40"),
+        *("--lease", "10", "--lead", "4"),
+    )
+    assert [c for c in figures["checks_failed"] if not c.startswith("late p95")] == []
+    assert figures["sent"] == figures["email_sent"] == 300 and figures["worker_killed"]
+    assert figures["web_push_sent"] == figures["push_reminders"] > 0
+    assert figures["statements_per_reminder"] > 0
