@@ -125,7 +125,7 @@ def _feed_tasks(user: User) -> QuerySet[Task]:
         status=Task.Status.OPEN,
         due_date__gte=today - timedelta(days=WINDOW_DAYS_BEFORE),
         due_date__lte=today + timedelta(days=WINDOW_DAYS_AFTER),
-    )
+    ).select_related("reminder")
 
 
 def calendar_feed_version(*, user: User) -> str:
@@ -172,6 +172,13 @@ def calendar_feed_ics(*, user: User) -> bytes:
         else:
             event.add("dtstart", task.due_date)
             event.add("dtend", task.due_date + timedelta(days=1))
+        reminder = getattr(task, "reminder", None)
+        if reminder is not None and task.due_time is not None:  # the calendar app rings too, as Tasklift does
+            alarm = icalendar.Alarm()
+            alarm.add("action", "DISPLAY")
+            alarm.add("description", task.title)
+            alarm.add("trigger", timedelta(minutes=-reminder.minutes_before))
+            event.add_component(alarm)
         if task.repeat_rule:  # the days it comes round again; Done makes the next task, which carries it on
             event.add("rrule", icalendar.vRecur.from_ical(task.repeat_rule))
         event.add("summary", task.title)

@@ -56,7 +56,8 @@ def _remind_at(task: Task, minutes_before: int) -> datetime | None:
 def reminder_set(*, task: Task, minutes_before: int | None) -> Reminder | None:
     """Remind `minutes_before` the task's time (None: no reminder). Refused for a task without a time."""
     if minutes_before is None:
-        Reminder.objects.filter(task=task).delete()
+        if Reminder.objects.filter(task=task).delete()[0]:
+            Task.objects.filter(pk=task.pk).update(updated_at=timezone.now())
         return None
     if task.due_time is None or task.due_date is None:
         raise ApplicationError(
@@ -73,6 +74,7 @@ def reminder_set(*, task: Task, minutes_before: int | None) -> Reminder | None:
     reminder, _ = Reminder.objects.update_or_create(
         task=task, defaults={"minutes_before": minutes_before, "remind_at": _remind_at(task, minutes_before)}
     )
+    Task.objects.filter(pk=task.pk).update(updated_at=timezone.now())  # the list and calendar feed see it
     return reminder
 
 

@@ -205,3 +205,32 @@ def test_reminder_email_a_chunk_past_most_of_its_lease_gives_the_rest_back(setti
     settings.REMINDER_LEASE_SECONDS = 60
     assert reminders_send_due(now=RINGS)["emailed"] == 3
     assert len(_reminders_to(person)) == 3
+
+
+def test_reminder_in_the_calendar_feed_is_a_valarm_read_back_by_icalendar(client: Client) -> None:
+    import re
+
+    import icalendar
+
+    person = _person()
+    client.force_login(person)
+    task_create(
+        user=person, title="Dentist", due_date=date.today() + timedelta(days=2), due_time=time(9, 0), reminder=30
+    )
+    page = client.post("/settings/calendar")
+    [url] = re.findall(rb'value="(http[^"]+\.ics)" id="new-calendar-url"', page.content)
+    path = url.decode().split("127.0.0.1:8000", 1)[-1]
+    first = Client().get(path)
+    [event] = icalendar.Calendar.from_ical(first.content).walk("VEVENT")
+    [alarm] = event.walk("VALARM")
+    assert str(alarm["ACTION"]) == "DISPLAY" and alarm.decoded("TRIGGER") == -timedelta(minutes=30)
+    # The reminder moved: the calendar app's next fetch is not answered "not modified".
+    client.patch(
+        f"/api/tasks/{Task.objects.get(user=person).pk}",
+        {"reminder_minutes_before": 10},
+        content_type="application/json",
+    )
+    again = Client().get(path, HTTP_IF_NONE_MATCH=first["ETag"])
+    assert again.status_code == 200
+    [event] = icalendar.Calendar.from_ical(again.content).walk("VEVENT")
+    assert event.walk("VALARM")[0].decoded("TRIGGER") == -timedelta(minutes=10)
