@@ -95,6 +95,12 @@ class CalendarFeed(models.Model):
         return f"calendar feed {self.prefix}… of {self.user_id}"
 
 
+def not_rung() -> models.Q:
+    """Reminders not yet rung for their time: the claim's condition, and its index's (the same expression, so
+    that the planner sees the index serves it; rung ones, months of them, are not in it)."""
+    return models.Q(sent_for__isnull=True) | ~models.Q(sent_for=models.F("remind_at"))
+
+
 class Reminder(models.Model):
     """A task's reminder: `minutes_before` its due time (0: at the time), by email and, where the person has
     subscribed a browser, by Web Push (reminders/ring.py).
@@ -110,7 +116,11 @@ class Reminder(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["remind_at"], condition=models.Q(remind_at__isnull=False), name="reminder_due")]
+        indexes = [
+            models.Index(
+                fields=["remind_at"], condition=models.Q(remind_at__isnull=False) & not_rung(), name="reminder_due"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"reminder of task {self.task_id} at {self.remind_at}"

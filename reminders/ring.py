@@ -27,21 +27,19 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
 from config.errors import ApplicationError
 from extraction.crashpoints import crash_point
-from reminders.models import Reminder
+from reminders.models import Reminder, not_rung
 from reminders.push import push_send, push_stamp, push_subscriptions_of
 from tasks.models import Task
 from tasks.snooze import person_zone
 
 logger = logging.getLogger(__name__)
 
-REMINDER_CHOICES = [(0, "At the time"), (10, "10 minutes before"), (30, "30 minutes before"), (60, "1 hour before")]
-REMINDER_CHOICES += [(24 * 60, "1 day before")]
 MAX_MINUTES_BEFORE = 7 * 24 * 60  # a week before, at most
 JOURNAL_SECONDS = 3 * 86400
 
@@ -96,10 +94,6 @@ class Rung:
     late_s: list[float] = field(default_factory=list)
 
 
-def _not_rung() -> Q:
-    return Q(sent_for__isnull=True) | ~Q(sent_for=F("remind_at"))
-
-
 def _claim(now: datetime, limit: int) -> list[Reminder]:
     """Due reminders no job holds, held now for REMINDER_LEASE_SECONDS (committed: a job that dies leaves them
     to another once the lease ends)."""
@@ -107,7 +101,7 @@ def _claim(now: datetime, limit: int) -> list[Reminder]:
         held = list(
             Reminder.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(remind_at__lte=now)
-            .filter(_not_rung())
+            .filter(not_rung())
             .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
             .order_by("remind_at")[:limit]
         )
@@ -238,5 +232,5 @@ def _ring(held: list[Reminder], moment: datetime, give_back_at: float, total: Ru
 
 def reminders_due_count(*, now: datetime | None = None, most: int) -> int:
     moment = now or timezone.now()
-    due = Reminder.objects.filter(remind_at__lte=moment).filter(_not_rung())
+    due = Reminder.objects.filter(remind_at__lte=moment).filter(not_rung())
     return due.filter(Q(lease_until__isnull=True) | Q(lease_until__lt=moment))[:most].count()

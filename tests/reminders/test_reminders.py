@@ -234,3 +234,17 @@ def test_reminder_in_the_calendar_feed_is_a_valarm_read_back_by_icalendar(client
     assert again.status_code == 200
     [event] = icalendar.Calendar.from_ical(again.content).walk("VEVENT")
     assert event.walk("VALARM")[0].decoded("TRIGGER") == -timedelta(minutes=10)
+
+
+def test_reminder_email_a_chunk_reads_through_indexes_however_many_reminders_rang_before() -> None:
+    """Months of reminders rung stay in the table: the claim seeks the due ones through an index that holds only
+    those not rung yet (reminder_due), and the rest of a chunk reads by keys, never a table whole."""
+    from tests.plans import statements_run, whole_reads
+
+    person = _person()
+    _call_bob(person)
+    reminders_send_due(now=RINGS)  # one rung before
+    _call_bob(person)
+    with statements_run() as statements:
+        assert reminders_send_due(now=RINGS)["emailed"] == 1
+    assert whole_reads(statements) == []
