@@ -155,7 +155,8 @@ def test_keyboard_only_day(day: User, live_site: str, keyboard_page: Any, width:
     due = (lease_due or timezone.localdate()) + timedelta(days=1)
     tab_until(page, lambda el: el["name"] == "due_date", most=3)
     type_date(page, due)
-    tab_until(page, lambda el: el["action"] == "save", most=8)  # past the time (its fields, its picker) and priority
+    # Past the time (its fields, its picker), the priority, how it repeats and its reminder.
+    tab_until(page, lambda el: el["action"] == "save", most=10)
     keys.press("Enter")
     expect(page.locator(f"#{gas} .task-title")).to_have_text("Pay the gas and water bills")
     expect(page.locator(f"#{gas} .badge.due")).to_have_attribute("data-due", due.isoformat())
