@@ -83,6 +83,7 @@
   var waiting = null; // what asks again: the list, or the search form whose answer was held back
   var ticked = [];
   var rowRequests = 0; // requests of a task's row on their way
+  var rowAnswers = 0; // requests of a task's row answered so far: a list asked before the last of them may not show it
   function editing() { return document.querySelector("#task-list .editing") !== null; }
   function typingSnooze() {
     var focused = document.activeElement;
@@ -116,15 +117,28 @@
       rowRequests += 1;
       xhr.addEventListener("loadend", function () {
         rowRequests -= 1;
+        rowAnswers += 1;
         setTimeout(askAgain, 0); // after htmx has swapped the row's answer
       });
     }
+    var target = event.detail && event.detail.target;
+    if (target && target.id === "task-list" && xhr) xhr.tasksliftRowAnswers = rowAnswers;
   });
   document.addEventListener("htmx:beforeSwap", function (event) {
     var target = event.detail && event.detail.target;
     if (target && target.id === "task-list" && rowBusy()) {
       event.detail.shouldSwap = false;
       holdBack(event.detail.elt);
+      return;
+    }
+    // Asked before a task's own request was answered, the server may have read the list before that change:
+    // put in, it would undo on the screen what the person has just done (a snoozed task back). Asked again.
+    var xhr = event.detail && event.detail.xhr;
+    if (target && target.id === "task-list" && xhr && xhr.tasksliftRowAnswers !== undefined &&
+        xhr.tasksliftRowAnswers < rowAnswers) {
+      event.detail.shouldSwap = false;
+      holdBack(event.detail.elt);
+      setTimeout(askAgain, 0);
       return;
     }
     if (target && target.id === "task-list") {
