@@ -563,7 +563,9 @@ def test_keyboard_o_on_a_row_just_swapped_in_opens_the_pane_not_the_email_page(l
     assert urlsplit(page.url).path == "/", page.url  # still the list, not the email's own page
 
 
-def test_keyboard_snooze_answer_stays_when_a_refresh_read_before_it_arrives_after_it(person: User, page_of: Any) -> None:
+def test_keyboard_snooze_answer_stays_when_a_refresh_read_before_it_arrives_after_it(
+    person: User, page_of: Any
+) -> None:
     """Seen in CI (the keyboard journey, 1280): after the snooze's notice the task stayed on the list. A refresh
     of the list was on its way when the snooze was sent: the server read the list before the snooze was saved,
     and its answer came after the snooze's. It put the task back, and nothing asked again (the snooze's own ask
