@@ -15,7 +15,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 RUN python -m pip install --no-cache-dir uv \
     && useradd --system --uid 10001 --user-group --home-dir /app --no-create-home --shell /usr/sbin/nologin tasklift \
-    && install -d -o tasklift -g tasklift /var/lib/tasklift
+    && install -d -o tasklift -g tasklift /var/lib/tasklift /var/lib/tasklift/metrics
 
 WORKDIR /app
 
@@ -47,5 +47,6 @@ USER tasklift
 ENV PORT=8000
 EXPOSE 8000
 
-# The Procfile's web line; compose.yaml gives the worker, beat and migrate services their own.
+# The Procfile's web line; compose.yaml gives the worker, beat and migrate services their own (and their checks).
+HEALTHCHECK --interval=30s --timeout=15s --start-period=60s --retries=3 CMD ["python", "-m", "config.healthcheck", "web"]
 CMD ["gunicorn", "config.wsgi", "--config", "gunicorn.conf.py"]

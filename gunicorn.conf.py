@@ -37,3 +37,32 @@ from config.logconfig import log_settings, logging_config  # noqa: E402
 
 _log_format, _log_level = log_settings()
 logconfig_dict = logging_config(log_format=_log_format, level=_log_level)
+
+from gunicorn.glogging import Logger  # noqa: E402
+
+
+class StartLogger(Logger):
+    """gunicorn's logger, which logs first, once its configuration is set, which Tasklift this web runs
+    (config/version.py), before gunicorn's own `Starting gunicorn` line."""
+
+    started = False  # once: gunicorn sets its logger up again on a reload (SIGHUP), in the same master
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        if StartLogger.started:
+            return
+        StartLogger.started = True
+        from config.version import log_start
+
+        log_start("web", bind=",".join(cfg.bind), processes=int(cfg.workers))
+
+
+logger_class = StartLogger
+
+
+def on_starting(server: Any) -> None:
+    """Wrong settings stop the web before it forks anything: one line naming the setting, exit 78
+    (config/startup.py), which its supervisor does not restart in a loop."""
+    from config.startup import settings_or_exit_apart
+
+    settings_or_exit_apart("web")

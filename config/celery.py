@@ -5,9 +5,12 @@ import ctypes.util
 import logging
 import logging.config
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from celery.apps import worker as celery_worker_app
 from celery.signals import (
     celeryd_init,
     setup_logging,
@@ -21,8 +24,22 @@ from celery.signals import (
 from config import broker
 from config.heartbeat import WorkerHeartbeat
 from config.logcontext import log_job_set
+from config.startup import settings_or_exit
+from config.version import log_start
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def _celery_role() -> str | None:
+    """`worker` or `beat` when this process is `celery … worker` or `celery … beat`, else None."""
+    if not sys.argv or Path(sys.argv[0]).name != "celery":
+        return None
+    return next((word for word in sys.argv[1:] if word in ("worker", "beat")), None)
+
+
+_role = _celery_role()
+if _role is not None:
+    settings_or_exit(_role)  # wrong settings: one line naming the setting, exit 78, before Celery reads them
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +61,43 @@ def _logging(**kwargs: Any) -> None:
 
     logging.config.dictConfig(settings.LOGGING)
     logging.captureWarnings(True)
+    sender = kwargs.get("sender")  # celeryd_init: the worker's node name
+    _log_start(str(sender) if isinstance(sender, str) else None)
+
+
+_started = False
+
+
+def _log_start(hostname: str | None) -> None:
+    """Once a process, the first line it logs: the version, and what Celery's banner (off: `--quiet` in the
+    Procfile; not JSON) would have said of a worker."""
+    global _started
+    if _started:
+        return
+    _started = True
+    if hostname is None:  # setup_logging alone: beat (a worker's celeryd_init comes first, with its name)
+        log_start(_role or "worker")
+        return
+    concurrency = app.conf.worker_concurrency or os.cpu_count() or 1
+    log_start("worker", hostname=hostname, concurrency=int(concurrency), queue=str(app.conf.task_default_queue))
+
+
+def _say(msg: str, f: Any = sys.__stderr__) -> None:
+    """Celery's few words outside its logging (`worker: Warm shutdown (MainProcess)` on SIGTERM), written as one
+    log line of ours (JSON in production) rather than as bare text. Like Celery's own: formatted without the
+    logging module's locks and written with one os.write, as it runs inside a signal handler."""
+    from config.logconfig import log_settings
+    from config.logformat import JsonFormatter, PlainFormatter
+
+    record = logging.LogRecord("celery.apps.worker", logging.INFO, __file__, 0, msg.strip(), None, None)
+    try:
+        formatter = JsonFormatter() if log_settings()[0] == "json" else PlainFormatter()
+        os.write(f.fileno(), (formatter.format(record) + "\n").encode())
+    except (OSError, AttributeError, ValueError):
+        pass  # losing the line must not stop the shutdown (as Celery's own)
+
+
+celery_worker_app.safe_say = _say
 
 
 @task_prerun.connect

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -27,6 +28,7 @@ from django.views.decorators.http import require_GET
 
 from config.celery import app as celery_app
 from config.heartbeat import beat_tick_age, readiness_redis, workers_alive
+from config.version import version
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +156,24 @@ def _ready_beat() -> str:
     return f"ok (last tick {int(age)} s ago)"
 
 
+def _ready_processes() -> str:
+    """Under `config.supervise --status-file` (SUPERVISE_STATUS_FILE, which it gives its processes): none of
+    them left stopped because its settings are wrong (the sentence naming the setting, config/startup.py)."""
+    path = os.environ.get("SUPERVISE_STATUS_FILE", "").strip()
+    try:
+        processes = json.loads(Path(path).read_text())["processes"]
+        given_up = {label: p["gave_up"] for label, p in processes.items() if p.get("gave_up")}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        logger.warning("readyz: the supervisor's status file %s cannot be read: %r", path, error)
+        raise NotReady("the supervisor's status file (SUPERVISE_STATUS_FILE) cannot be read") from error
+    if given_up:
+        raise NotReady(
+            "; ".join(f"{label} is stopped: {why}" for label, why in sorted(given_up.items()))
+            + " (fix the settings file, then send the supervisor SIGHUP)"
+        )
+    return f"ok ({len(processes)} supervised)"
+
+
 READY_CHECKS: dict[str, Callable[[], str]] = {
     "database": _ready_database,
     "redis": _ready_redis,
@@ -163,11 +183,18 @@ READY_CHECKS: dict[str, Callable[[], str]] = {
 }
 
 
+def ready_checks() -> dict[str, Callable[[], str]]:
+    """The checks of this web: the supervisor's processes too when it runs under one with a status file."""
+    if os.environ.get("SUPERVISE_STATUS_FILE", "").strip():
+        return {**READY_CHECKS, "processes": _ready_processes}
+    return READY_CHECKS
+
+
 @never_cache
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
     results: dict[str, str] = {}
-    for name, check in READY_CHECKS.items():
+    for name, check in ready_checks().items():
         try:
             results[name] = check()
         except NotReady as not_ready:
@@ -176,4 +203,6 @@ def readyz(request: HttpRequest) -> JsonResponse:
             logger.exception("readyz: the %s check failed", name)
             results[name] = f"error: the check itself failed ({type(error).__name__})"
     ready = all(value.startswith("ok") for value in results.values())
-    return JsonResponse({"status": "ok" if ready else "error", "checks": results}, status=200 if ready else 503)
+    return JsonResponse(
+        {"status": "ok" if ready else "error", "version": version(), "checks": results}, status=200 if ready else 503
+    )

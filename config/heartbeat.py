@@ -72,6 +72,13 @@ def workers_alive(*, within_s: float) -> list[float]:
     return [max(0.0, now - float(score)) for _, score in seen]
 
 
+def worker_hosts_alive(*, within_s: float) -> list[str]:
+    """The Celery node names (`worker.1@host`) of the workers seen within `within_s`."""
+    now = time.time()
+    seen: Any = readiness_redis().zrangebyscore(readiness_key(WORKERS_KEY), now - within_s, "+inf")
+    return sorted({(m.decode() if isinstance(m, bytes) else str(m)).rpartition(":")[0] for m in seen})
+
+
 def beat_tick_record() -> None:
     readiness_redis().set(readiness_key(BEAT_TICK_KEY), repr(time.time()), ex=86_400)
 

@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+
+from config.version import version
 
 # prometheus_client chooses between one process and many when it is first imported: the settings name the
 # directory before that (and they set the variable for the processes this one starts).
@@ -90,6 +92,19 @@ PUSH_RINGS = Counter(
     ["provider", "outcome"],
 )
 
+HTTP_REQUESTS = Counter(
+    "tasklift_http_requests",
+    "Requests answered by the web, by route (the URL pattern, `unmatched` for none), method and status.",
+    ["route", "method", "status"],
+)
+HTTP_SECONDS = Histogram(
+    "tasklift_http_request_seconds",
+    "How long the web took to answer a request, by route.",
+    ["route"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+HTTP_METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}  # any other: `other` (bounded labels)
+
 RUN_COUNTS = {
     "fetched": "emails_fetched",
     "already_done": "emails_already_done",
@@ -109,6 +124,33 @@ def run_ended(run: ExtractionRun) -> None:
         RUN_EMAILS.labels(kind).inc(getattr(run, field))
     RUN_TASKS.inc(run.tasks_created)
     RUN_TASKS_UNGROUNDED.inc(run.tasks_ungrounded)
+
+
+def http_request_observed(request: HttpRequest, status: int, started: float) -> None:
+    """One request answered: its route's pattern (never its path, which holds ids and tokens), method, status."""
+    match = getattr(request, "resolver_match", None)
+    if match is not None and match.route:
+        route = str(match.route)
+    elif request.path.startswith(settings.STATIC_URL):
+        route = "static"  # WhiteNoise's, answered before any URL is resolved
+    else:
+        route = "unmatched"
+    method = request.method if request.method in HTTP_METHODS else "other"
+    HTTP_REQUESTS.labels(route=route, method=method, status=str(status)).inc()
+    HTTP_SECONDS.labels(route=route).observe(time.monotonic() - started)
+
+
+class HttpMetricsMiddleware:
+    """First of the middleware: every request the web answers, static files and 503s included, is counted."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.monotonic()
+        response = self.get_response(request)
+        http_request_observed(request, response.status_code, started)
+        return response
 
 
 def push_rings_count(provider: str, **outcomes: int) -> None:
@@ -240,9 +282,19 @@ class Guarded(Collector):
         yield up
 
 
+class BuildInfo(Collector):
+    """`tasklift_build_info{version="0.2.0"} 1`: which release answers (config/version.py)."""
+
+    def collect(self) -> Iterator[Metric]:
+        info = GaugeMetricFamily("tasklift_build_info", "The Tasklift release this web runs.", labels=["version"])
+        info.add_metric([version()], 1)
+        yield info
+
+
 def metrics_registry() -> CollectorRegistry:
-    """What one scrape reads: the counters of every process, and the gauges read now."""
+    """What one scrape reads: the counters of every process, the gauges read now, and the release."""
     registry = CollectorRegistry()
+    registry.register(BuildInfo())
     MultiProcessCollector(registry, path=str(settings.PROMETHEUS_MULTIPROC_DIR))  # type: ignore[no-untyped-call]
     registry.register(Guarded({"mailboxes": MailboxesBehind(), "queue": QueueLength()}))
     return registry

@@ -101,6 +101,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.metrics.HttpMetricsMiddleware",  # every answer counted, by route and status (/metrics)
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",  # the Content-Security-Policy below
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -19,8 +19,16 @@ SIGTERM (PR_SET_PDEATHSIG).
 - **Metrics**: with `--metrics-clear`, `manage.py metrics_clear` empties PROMETHEUS_MULTIPROC_DIR before anything
   starts (the deployment of this machine starts here; a process restarted later keeps its counts).
 - **Status**: with `--status-file PATH`, a JSON object rewritten at every start and exit:
-  `{"pid": supervisor pid, "processes": {"worker.1": {"pid", "restarts", "running", "last_exit"}}}`; `pid` is
-  also the process group's id (`os.killpg(pid, SIGKILL)` kills a worker with its pool).
+  `{"pid": supervisor pid, "processes": {"worker.1": {"pid", "restarts", "running", "last_exit", "gave_up"}}}`;
+  `pid` is also the process group's id (`os.killpg(pid, SIGKILL)` kills a worker with its pool). Its path is
+  passed on as SUPERVISE_STATUS_FILE, so that `/readyz` names a process given up on.
+- **Settings**: with `--env-file PATH` (the runbook's /etc/tasklift/tasklift.env), the file is read again, as
+  `sh` reads it (`set -a; . PATH`), for every process started: a key added to it reaches the next process
+  started, and a key taken out of it is gone. SIGHUP restarts the processes one by one (web, the workers,
+  beat: each stopped as at the stop, then started again on the file as it is now), the supervisor staying up.
+- **Wrong settings**: a process that exits 78 (config/startup.py: its settings are wrong, restarting it will not
+  help) is tried three times, then left stopped: one line `gave up on web.1: its settings are wrong: …` naming
+  the setting, `gave_up` with that sentence in the status file, until SIGHUP (after the file is fixed).
 
 **web=N** means N gunicorn *processes*, not N gunicorns: one gunicorn binds the port (gunicorn.conf.py: PORT or
 GUNICORN_BIND) and forks `WEB_CONCURRENCY` processes, which it restarts itself; a second gunicorn on the same
@@ -41,9 +49,11 @@ import contextlib
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -59,6 +69,10 @@ GRACE_DEFAULT_S = 30.0
 # A process that forks its own processes: its count is how many it forks, through this variable.
 FORKS_ITSELF = {"web": "WEB_CONCURRENCY"}
 _PR_SET_PDEATHSIG = 1
+EXIT_SETTINGS = 78  # config/startup.py: the process's settings are wrong
+SETTINGS_TRIES = 3  # exits 78 in a row before a process is left stopped
+RELOAD_SETTLE_S = 2.0  # after a restart on SIGHUP, how long a process runs before the next one is restarted
+_SHELL_OWN = {"PWD", "OLDPWD", "SHLVL", "_"}  # what `sh` sets of itself, not the file's
 
 
 def procfile_read(path: Path) -> dict[str, str]:
@@ -81,6 +95,23 @@ def process_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PATH"] = os.pathsep.join([str(Path(sys.prefix) / "bin"), env.get("PATH", os.defpath)])
     env.setdefault("PYTHONUNBUFFERED", "1")  # lines reach the log as they are written
     return env
+
+
+def env_file_read(path: Path) -> dict[str, str]:
+    """The variables a settings file sets, read as deploy/env.sh reads it: `sh` sources it with `set -a` in an
+    empty environment and prints its environment. Raises ValueError (with sh's message) when sh cannot read it."""
+    result = subprocess.run(  # noqa: S603 — sh, and the operator's own settings file
+        ["sh", "-c", 'set -a; . "$1" && exec env -0', "sh", str(path)],  # noqa: S607
+        env={}, capture_output=True, timeout=30, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise ValueError(result.stderr.decode(errors="replace").strip() or f"sh exited {result.returncode}")
+    variables = {}
+    for entry in result.stdout.split(b"\0"):
+        name, equals, value = entry.decode(errors="replace").partition("=")
+        if equals and name not in _SHELL_OWN:
+            variables[name] = value
+    return variables
 
 
 def shell_command(command: str) -> list[str]:
@@ -139,10 +170,13 @@ class Instance:
     name: str
     number: int
     command: str
-    env: dict[str, str]
+    extra: dict[str, str]  # its own variables, over the environment and the settings file
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     failures: int = 0  # exits in a row within HEALTHY_AFTER_S of the start
+    settings_failures: int = 0  # exits 78 in a row
+    gave_up: str | None = None  # why it is left stopped (its settings are wrong), until SIGHUP
+    reloading: bool = False  # being restarted by SIGHUP: the main loop leaves it alone
     started_at: float = 0.0
     restart_at: float | None = None
     last_exit: int | None = None
@@ -163,25 +197,59 @@ class Supervisor:
         log_dir: Path | None = None,
         status_file: Path | None = None,
         grace: float | None = None,
+        env_file: Path | None = None,
     ) -> None:
         self.cwd = cwd
         self.log_dir = log_dir
         self.status_file = status_file
         self.grace = grace
+        self.env_file = env_file
         self.order = list(processes)
         self.instances: list[Instance] = []
         self.stopping = threading.Event()
         self.hurry = threading.Event()
+        self.reload_wanted = threading.Event()
+        self.reload_queue: list[Instance] = []  # SIGHUP: the processes still to restart, in order
+        self.reload_current: Instance | None = None
+        self.reload_phase = ""  # "stopping", then "settling"
+        self.reload_until = 0.0
         self.output_lock = threading.Lock()
+        self.reasons = Path(tempfile.mkdtemp(prefix="tasklift-supervise-"))  # each process's exit-78 sentence
+        # The environment under the settings file: ours, less what the file set when we started (deploy/env.sh
+        # sourced it into ours), so that a key taken out of the file is gone from the next process too.
+        self.file_env = self._file_read() if env_file is not None else {}
+        self.base_env = {k: v for k, v in os.environ.items() if k not in self.file_env}
         for name, command in processes.items():
             count = counts.get(name, 1)
             if name in FORKS_ITSELF and count:
                 extra = {FORKS_ITSELF[name]: str(count)} if name in counts else {}
-                self.instances.append(Instance(name, 1, command, process_env(extra)))
+                self.instances.append(Instance(name, 1, command, extra))
                 continue
             for number in range(1, count + 1):
                 extra = {"CELERY_WORKER_HOSTNAME": f"{name}.{number}@%h"} if name == "worker" else {}
-                self.instances.append(Instance(name, number, command, process_env(extra)))
+                self.instances.append(Instance(name, number, command, extra))
+
+    def _file_read(self) -> dict[str, str]:
+        assert self.env_file is not None
+        try:
+            return env_file_read(self.env_file)
+        except (OSError, ValueError, subprocess.TimeoutExpired) as error:
+            if not hasattr(self, "file_env"):
+                raise SystemExit(f"cannot read the settings file {self.env_file}: {error}") from None
+            self.say(f"cannot read the settings file {self.env_file} ({error}): its last good reading is used")
+            return self.file_env
+
+    def environment(self, instance: Instance) -> dict[str, str]:
+        """A process's environment at its start: ours, the settings file as it is now, its own variables."""
+        if self.env_file is not None:
+            self.file_env = self._file_read()
+        env = process_env({**self.file_env, **instance.extra})
+        for name in set(os.environ) - set(self.base_env) - set(self.file_env):
+            env.pop(name, None)  # set by the file when we started, and no longer
+        env["TASKLIFT_EXIT_REASON_FILE"] = str(self.reasons / f"{instance.label}.reason")
+        if self.status_file is not None:
+            env["SUPERVISE_STATUS_FILE"] = str(self.status_file.resolve())
+        return env
 
     def say(self, line: str) -> None:
         with self.output_lock:
@@ -189,13 +257,14 @@ class Supervisor:
             sys.stdout.flush()
 
     def start(self, instance: Instance) -> None:
+        (self.reasons / f"{instance.label}.reason").unlink(missing_ok=True)  # the sentence of this start's exit only
         output: IO[bytes] | int = subprocess.PIPE
         if self.log_dir is not None:
             if instance.log is None:
                 instance.log = (self.log_dir / f"{instance.label}.log").open("ab")
             output = instance.log
         instance.process = subprocess.Popen(  # noqa: S603 — the Procfile's own commands
-            shell_command(instance.command), cwd=self.cwd, env=instance.env, stdin=subprocess.DEVNULL,
+            shell_command(instance.command), cwd=self.cwd, env=self.environment(instance), stdin=subprocess.DEVNULL,
             stdout=output, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent,
         )  # fmt: skip
         instance.started_at = time.monotonic()
@@ -215,9 +284,12 @@ class Supervisor:
             self.start(instance)
         while not self.stopping.is_set():
             now = time.monotonic()
+            self.reload_step(now)
             for instance in self.instances:
                 if self.stopping.is_set():
                     break
+                if instance.reloading or instance.gave_up is not None:
+                    continue
                 process = instance.process
                 if process is not None and instance.restart_at is None and process.poll() is not None:
                     self._exited(instance, process.returncode, now)
@@ -233,10 +305,60 @@ class Supervisor:
         instance.last_exit = code
         if instance.process is not None:
             group_signal(instance.process.pid, signal.SIGKILL)  # what it left of its group (a pool's children)
+        instance.settings_failures = instance.settings_failures + 1 if code == EXIT_SETTINGS else 0
+        if instance.settings_failures >= SETTINGS_TRIES:
+            reason_file = self.reasons / f"{instance.label}.reason"
+            reason = reason_file.read_text().strip() if reason_file.exists() else "(it did not say which)"
+            instance.gave_up = f"its settings are wrong: {reason}"
+            self.say(
+                f"gave up on {instance.label}: {instance.gave_up} (exit {code}, {SETTINGS_TRIES} times); fix the "
+                f"settings, then `kill -HUP {os.getpid()}` starts it again"
+            )
+            self.write_status()
+            return
         instance.failures = 0 if now - instance.started_at >= HEALTHY_AFTER_S else instance.failures + 1
         pause = min(BACKOFF_FIRST_S * 2 ** max(instance.failures - 1, 0), BACKOFF_MAX_S)
         instance.restart_at = now + pause
         self.write_status()
+
+    def reload_step(self, now: float) -> None:
+        """SIGHUP, a step at each turn of the main loop: each process in the Procfile's order stopped (as at the
+        stop, its grace given), started again on the settings file as it is now, and the next one once it has run
+        RELOAD_SETTLE_S; a process given up on is tried again. In the main thread: the kernel's SIGTERM on the
+        parent's death (die_with_parent) follows the thread that started a process, not the supervisor."""
+        if self.reload_wanted.is_set() and not self.reload_queue and self.reload_current is None:
+            self.reload_wanted.clear()
+            self.reload_queue = list(self.instances)
+            self.say("reloading: each process restarted in turn, on the settings as they are now")
+        if self.reload_current is None:
+            if not self.reload_queue:
+                return
+            instance = self.reload_queue.pop(0)
+            instance.reloading = True
+            if instance.process is not None and instance.process.poll() is None:
+                group_signal(instance.process.pid, signal.SIGTERM)
+            grace = self.grace if self.grace is not None else GRACE_S.get(instance.name, GRACE_DEFAULT_S)
+            self.reload_current, self.reload_phase, self.reload_until = instance, "stopping", now + grace
+        instance = self.reload_current
+        if self.reload_phase == "stopping":
+            process = instance.process
+            if process is not None:
+                process.poll()  # reaps the leader, so that its group ends when its last process does
+                if group_alive(process.pid) and now < self.reload_until and not self.hurry.is_set():
+                    return
+                group_signal(process.pid, signal.SIGKILL)  # what is left of it after the grace
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=5)
+            instance.gave_up, instance.settings_failures, instance.failures = None, 0, 0
+            instance.restarts += 1
+            self.say(f"restarted {instance.label} (reload)")
+            self.start(instance)
+            self.reload_phase, self.reload_until = "settling", now + RELOAD_SETTLE_S
+        elif now >= self.reload_until or (instance.process is not None and instance.process.poll() is not None):
+            instance.reloading = False  # running, or dead already: the main loop's to restart
+            self.reload_current = None
+            if not self.reload_queue:
+                self.say("reloaded")
 
     def stop(self) -> None:
         for name in reversed(self.order):
@@ -254,9 +376,13 @@ class Supervisor:
             if instance.log is not None:
                 instance.log.close()
         self.write_status()
+        shutil.rmtree(self.reasons, ignore_errors=True)
         self.say("stopped")
 
     def on_signal(self, signum: int, frame: object) -> None:
+        if signum == signal.SIGHUP:
+            self.reload_wanted.set()
+            return
         if self.stopping.is_set():
             self.hurry.set()  # a second Ctrl-C: no more waiting for the grace
         self.stopping.set()
@@ -273,6 +399,7 @@ class Supervisor:
                     "restarts": i.restarts,
                     "running": bool(i.process and i.process.poll() is None and i.restart_at is None),
                     "last_exit": i.last_exit,
+                    "gave_up": i.gave_up,
                 }
                 for i in self.instances
             },
@@ -302,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status-file", type=Path, help="a JSON file of each process's pid and restarts")
     parser.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL at the stop, for all")
     parser.add_argument(
+        "--env-file", type=Path, help="a settings file (sh syntax) read again for every process started"
+    )
+    parser.add_argument(
         "--metrics-clear", action="store_true", help="empty PROMETHEUS_MULTIPROC_DIR first (manage.py metrics_clear)"
     )
     args = parser.parse_args(argv)
@@ -319,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         log_dir=args.log_dir,
         status_file=args.status_file,
         grace=args.grace,
+        env_file=args.env_file,
     )
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, supervisor.on_signal)

@@ -17,6 +17,8 @@ import pytest
 import yaml
 from django.conf import settings
 
+from config.startup import EXIT_SETTINGS
+from config.supervise import EXIT_SETTINGS as SUPERVISE_EXIT_SETTINGS
 from tests.procfile import ROOT, procfile_commands
 
 UNITS = {
@@ -68,6 +70,9 @@ def test_systemd_units_restart_on_failure_as_a_user_of_their_own_with_the_settin
         assert entries["Restart"] in (["always"], ["on-failure"]), unit
         assert entries["User"] not in ([], ["root"]), unit
         assert entries["EnvironmentFile"] == ["/etc/tasklift/tasklift.env"], unit
+        # Wrong settings (config/startup.py) are not restarted in a loop, by systemd or by config.supervise.
+        assert entries["RestartPreventExitStatus"] == [str(EXIT_SETTINGS)], unit
+    assert EXIT_SETTINGS == SUPERVISE_EXIT_SETTINGS == 78
 
 
 def test_a_stopping_worker_is_given_longer_than_a_run_may_take() -> None:
@@ -100,11 +105,37 @@ def test_compose_runs_the_procfile_commands_with_one_beat_and_workers_to_scale()
 
 def test_compose_migrates_once_before_web_worker_and_beat_start() -> None:
     services = compose()["services"]
-    assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    command = services["migrate"]["command"]
+    assert command[:2] == ["sh", "-c"] and command[2].endswith("exec python manage.py migrate --noinput"), command
     assert services["migrate"]["restart"] == "no"
     for process in UNITS:
         assert services[process]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
         assert services[process]["environment"]["TASKLIFT_MODE"] == "production"
+
+
+def test_compose_agrees_with_the_runbook_whatever_its_env_file_says() -> None:
+    """Issue 35: with the runbook's .env, GUNICORN_BIND=127.0.0.1:8000 bound the container's loopback (the
+    published port reached nothing), STATIC_ROOT hid the image's collected files (every page a 500), there were
+    no healthchecks, and each container kept its metrics to itself. compose's `environment` is over `env_file`."""
+    services = compose()["services"]
+    image_env = dict(
+        word.split("=", 1) for keyword, rest in dockerfile() if keyword == "ENV" for word in rest.split() if "=" in word
+    )
+    for process in UNITS:
+        environment = services[process]["environment"]
+        host, _, port = environment["GUNICORN_BIND"].rpartition(":")
+        assert host == "0.0.0.0" and services["web"]["ports"] == [f"127.0.0.1:{port}:{port}"], process
+        assert environment["STATIC_ROOT"] == image_env["STATIC_ROOT"], process  # where collectstatic wrote
+        # One metrics folder, a volume every process writes to, emptied before any starts (by `migrate`).
+        assert f"metrics:{environment['PROMETHEUS_MULTIPROC_DIR']}" in services[process]["volumes"], process
+        check = services[process]["healthcheck"]["test"]
+        assert check == ["CMD", "python", "-m", "config.healthcheck", process], process
+    assert "python manage.py metrics_clear &&" in services["migrate"]["command"][2]
+    assert "metrics" in compose()["volumes"]
+    healthcheck = [rest for keyword, rest in dockerfile() if keyword == "HEALTHCHECK"]
+    assert len(healthcheck) == 1 and healthcheck[0].endswith('CMD ["python", "-m", "config.healthcheck", "web"]')
+    runs = " ".join(rest for keyword, rest in dockerfile() if keyword == "RUN")
+    assert f"install -d -o tasklift -g tasklift /var/lib/tasklift {image_env['TASKLIFT_LOCAL_DIR']}/metrics" in runs
 
 
 def test_compose_redis_keeps_an_append_only_file_on_a_volume() -> None:
@@ -187,3 +218,18 @@ def test_the_runbook_steps_are_a_numbered_list_of_shell_commands() -> None:
         assert needed in commands, needed
     order = [commands.index(word) for word in ("migrate", "collectstatic", "createsuperuser", "systemctl enable")]
     assert order == sorted(order)
+
+
+def test_the_changelog_has_a_section_with_upgrade_notes_for_the_version_pyproject_names() -> None:
+    """Issue 35: nothing named a version. pyproject.toml's is the one; CHANGELOG.md has its section, with the
+    upgrade notes an operator reads before an upgrade, and config/version.py reads the same."""
+    from config.version import version
+
+    named = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert version() == named
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    section = re.search(
+        rf"^## \[{re.escape(named)}\] - (Unreleased|\d{{4}}-\d{{2}}-\d{{2}})$(.*?)(?=^## |\Z)", changelog, re.M | re.S
+    )
+    assert section, f"no section for {named} in CHANGELOG.md"
+    assert "### Upgrade notes" in section[2]

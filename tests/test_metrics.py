@@ -287,3 +287,32 @@ def test_a_run_in_a_celery_pool_process_shows_in_the_scrape(
     tasks = ("tasklift_extraction_tasks_created_total", ())
     assert after.get(tasks, 0) - before.get(tasks, 0) == 1
     assert "Traceback" not in stderr, stderr[-3000:]
+
+
+@pytest.mark.django_db
+def test_http_requests_are_counted_by_route_method_and_status_with_their_time(client: Client, token: str) -> None:
+    """Issue 35: /metrics had no HTTP series, so webhook 503s showed only in the logs. Each answer is counted by
+    its route's pattern (never its path: ids and tokens stay out of the labels), method and status."""
+    before = scrape(client)
+    assert client.get("/login/").status_code == 200
+    assert client.get("/login/").status_code == 200
+    assert client.get("/tasks/123456/email").status_code == 302  # to the login page
+    assert client.get("/no/such/page/secret-token").status_code == 404
+    assert client.generic("BREW", "/login/").status_code == 405
+    after = scrape(client)
+
+    def grew(route: str, method: str, status: str) -> float:
+        labels = {"route": route, "method": method, "status": status}
+        return value(after, "tasklift_http_requests_total", **labels) - value(
+            before, "tasklift_http_requests_total", **labels
+        )
+
+    assert grew("login/", "GET", "200") == 2
+    assert grew("tasks/<int:task_id>/email", "GET", "302") == 1
+    assert grew("unmatched", "GET", "404") == 1
+    assert grew("login/", "other", "405") == 1
+    timed = value(after, "tasklift_http_request_seconds_count", route="login/") - value(
+        before, "tasklift_http_request_seconds_count", route="login/"
+    )
+    assert timed == 3  # the histogram has the BREW too
+    assert not [key for key in after if "secret-token" in str(key) or "123456" in str(key)]

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,11 @@ HOST = "tasklift.test"  # the public name the proxy forwards as Host
 ADMIN_EMAIL = "admin@tasklift.test"
 ADMIN_PASSWORD = secrets.token_urlsafe(16)
 METRICS_TOKEN = secrets.token_urlsafe(24)
+
+
+def release() -> str:
+    """The version pyproject.toml names, read here as an operator would."""
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
 
 
 def _free_port() -> int:
@@ -284,8 +290,12 @@ def test_productions_access_log_keeps_no_token_of_a_refused_request_and_no_reset
     assert token[3:] not in text and "c4n6ax" not in text
 
 
-def test_production_is_ready_only_once_a_worker_runs(production: Production, tmp_path: Path) -> None:
-    """/readyz in production: 503 naming the worker while beat runs alone, 200 once the Procfile's worker runs."""
+def test_production_is_ready_only_once_a_worker_runs_and_every_process_logs_json_from_its_release_on(
+    production: Production, tmp_path: Path
+) -> None:
+    """/readyz in production: 503 naming the worker while beat runs alone, 200 once the Procfile's worker runs;
+    it names the release, as `/metrics` does. Every line web, worker and beat write is one JSON object (Celery's
+    banner was 27 lines of text), and the first says which release the process runs (issue 35)."""
     env = {**production.env, "TASKLIFT_LOCAL_DIR": str(tmp_path)}  # beat's schedule file: this test's own
     with procfile_process("beat", env, tmp_path / "beat.log"):
         alone = readiness(
@@ -298,6 +308,16 @@ def test_production_is_ready_only_once_a_worker_runs(production: Production, tmp
             ready = readiness(production.client, until=lambda r: r.status_code == 200, log=tmp_path / "worker.log")
             assert ready.status_code == 200, f"{ready.text}\n{(tmp_path / 'worker.log').read_text()[-3000:]}"
             assert ready.json()["status"] == "ok"
+            assert ready.json()["version"] == release() != "unknown"
+    scrape = production.client.get("/metrics", proxied=False, headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    assert f'tasklift_build_info{{version="{release()}"}} 1.0' in scrape.text, scrape.text[:2000]
+    logs = {"web": production.web.log, "beat": tmp_path / "beat.log", "worker": tmp_path / "worker.log"}
+    for role, log in logs.items():
+        text = log.read_text().splitlines()
+        assert not [line for line in text if not line.startswith("{")], (role, text[:40])  # each a JSON object
+        lines = [json.loads(line) for line in text]
+        assert (lines[0]["logger"], lines[0]["role"], lines[0]["version"]) == ("tasklift.start", role, release())
+    assert "hostname" in lines[0] and lines[0]["concurrency"] >= 1  # what the banner said of the worker
 
 
 def test_every_static_file_a_template_names_is_in_the_manifest(static_root: Path) -> None:

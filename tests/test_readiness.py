@@ -137,6 +137,7 @@ def test_readyz_names_the_worker_until_one_runs_keeps_it_through_a_long_run_and_
     body = wait_for_readyz(client, lambda status, body: status == 200, timeout=120)
     assert body == {
         "status": "ok",
+        "version": body["version"],  # the release's (tests/test_production.py reads it against pyproject.toml)
         "checks": {
             "database": "ok",
             "redis": "ok",
