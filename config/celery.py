@@ -1,5 +1,6 @@
 """The Celery app. Background work lives in `<app>/jobs.py`, so "task" always means a to-do item."""
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -86,15 +87,10 @@ def _say(msg: str, f: Any = sys.__stderr__) -> None:
     """Celery's few words outside its logging (`worker: Warm shutdown (MainProcess)` on SIGTERM), written as one
     log line of ours (JSON in production) rather than as bare text. Like Celery's own: formatted without the
     logging module's locks and written with one os.write, as it runs inside a signal handler."""
-    from config.logconfig import log_settings
-    from config.logformat import JsonFormatter, PlainFormatter
+    from config.logconfig import log_line
 
-    record = logging.LogRecord("celery.apps.worker", logging.INFO, __file__, 0, msg.strip(), None, None)
-    try:
-        formatter = JsonFormatter() if log_settings()[0] == "json" else PlainFormatter()
-        os.write(f.fileno(), (formatter.format(record) + "\n").encode())
-    except (OSError, AttributeError, ValueError):
-        pass  # losing the line must not stop the shutdown (as Celery's own)
+    with contextlib.suppress(OSError, AttributeError, ValueError):  # losing it must not stop the shutdown
+        os.write(f.fileno(), (log_line("celery.apps.worker", logging.INFO, msg.strip()) + "\n").encode())
 
 
 celery_worker_app.safe_say = _say

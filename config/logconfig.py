@@ -72,3 +72,20 @@ def logging_config(*, log_format: str, level: str) -> dict[str, Any]:
             "gunicorn.error": {**through_console, "level": level},
         },
     }
+
+
+def log_line(logger: str, level: int, message: str, **extra: object) -> str:
+    """One line as the console handler would write it (LOG_FORMAT's formatter), for the few written outside
+    logging: at a start the settings refuse (config/startup.py), in Celery's signal handler (config/celery.py).
+    A LOG_FORMAT that is itself wrong gives JSON."""
+    import logging
+
+    from config.logformat import JsonFormatter, PlainFormatter
+
+    record = logging.LogRecord(logger, level, __file__, 0, message, None, None)
+    record.__dict__.update(extra)
+    try:
+        plain = log_settings()[0] == "plain"
+    except ImproperlyConfigured:
+        plain = False
+    return (PlainFormatter() if plain else JsonFormatter()).format(record)

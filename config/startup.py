@@ -10,15 +10,15 @@ EX_CONFIG): a supervisor tells "the settings are wrong, restarting will not help
 from __future__ import annotations
 
 import contextlib
-import json
+import logging
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config.logconfig import log_line
 from config.version import version
 
 EXIT_SETTINGS = 78
@@ -40,21 +40,15 @@ def settings_problem() -> str | None:
 
 def refuse_to_start(role: str, problem: str) -> None:
     """The one line, the reason for the supervisor, and exit 78."""
-    line = {
-        "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        "level": "CRITICAL",
-        "logger": "tasklift.start",
-        "message": f"Tasklift {version()} cannot start {role}: {problem}",
-        "process": os.getpid(),
-        "role": role,
-        "version": version(),
-        "setting_error": problem,
-    }
-    plain = os.environ.get("LOG_FORMAT", "").strip().lower() == "plain" or (
-        not os.environ.get("LOG_FORMAT") and os.environ.get("TASKLIFT_MODE", "").strip() != "production"
+    line = log_line(
+        "tasklift.start",
+        logging.CRITICAL,
+        f"Tasklift {version()} cannot start {role}: {problem}",
+        role=role,
+        version=version(),
+        setting_error=problem,
     )
-    text = f"{line['time']} CRITICAL tasklift.start {line['message']}" if plain else json.dumps(line)
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(line + "\n")
     sys.stderr.flush()
     reason_file = os.environ.get(REASON_FILE_VARIABLE, "").strip()
     if reason_file:
