@@ -466,7 +466,10 @@ EXTRACTION_MAX_TASKS_PER_EMAIL = env_int("EXTRACTION_MAX_TASKS_PER_EMAIL", 5, mi
 EXTRACTION_MAX_TITLE_CHARS = env_int("EXTRACTION_MAX_TITLE_CHARS", 200, minimum=20)
 EXTRACTION_BAD_OUTPUT_ATTEMPTS = env_int("EXTRACTION_BAD_OUTPUT_ATTEMPTS", 2, minimum=1)
 EXTRACTION_FETCH_ATTEMPTS = env_int("EXTRACTION_FETCH_ATTEMPTS", 3, minimum=1)
+# A run whose runner died this many times with PostgreSQL and Redis up is given up (a delivery ended by their
+# outage is not counted: the runner waits up to EXTRACTION_OUTAGE_WRITE_SECONDS for PostgreSQL to say so).
 EXTRACTION_MAX_DELIVERIES = env_int("EXTRACTION_MAX_DELIVERIES", 3, minimum=1)
+EXTRACTION_OUTAGE_WRITE_SECONDS = env_int("EXTRACTION_OUTAGE_WRITE_SECONDS", 60, minimum=0)
 # How old new mail may get, without working push, before it is a task: a mailbox without push is looked at
 # again within EXTRACTION_SCHEDULE_MINUTES less EXTRACTION_READ_ALLOWANCE_SECONDS of its last look, the
 # allowance being what a reading takes (the check's job, the run, its Gemini calls; about 15 s when measured).

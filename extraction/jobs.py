@@ -19,6 +19,7 @@ from extraction.scheduling import extraction_scan
 from extraction.selectors import run_is_being_run
 from extraction.services import (
     extraction_run_give_up,
+    extraction_run_give_up_lost,
     extraction_run_request,
     extraction_run_send,
     extraction_runs_reap,
@@ -40,11 +41,7 @@ def _run(job: Any, run: ExtractionRun) -> None:
     """The job's work, with the run's ids on every line it logs; `job` is the bound task (its retries)."""
     if run.deliveries >= settings.EXTRACTION_MAX_DELIVERIES:
         # acks_late redelivers a job whose worker died; a job that kills its worker every time stops here.
-        extraction_run_give_up(
-            run=run,
-            code="worker_lost",
-            message="The run was interrupted several times and was stopped. No mailbox position moved.",
-        )
+        extraction_run_give_up_lost(run=run)
         return
     try:
         done = extraction_run_execute(run=run)

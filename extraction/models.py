@@ -33,6 +33,7 @@ class ExtractionRun(TimeStampedModel):
         WEBHOOK = "webhook", "Webhook"
         ADMIN = "admin", "Admin"
         CONTINUATION = "continuation", "Continuation"
+        RETRY = "retry", "Again after a stopped run"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"

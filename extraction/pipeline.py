@@ -15,6 +15,7 @@ moves no cursor: what its batches wrote stays, and the next run fetches the same
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from datetime import datetime, timedelta
@@ -22,7 +23,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, InterfaceError, connection, transaction
 from django.db.models import Exists, F
 from django.utils import timezone
 
@@ -58,6 +59,7 @@ class ExtractionPipeline:
         self.batch_stats: list[BatchStat] = []
         self.choices = ReadingChoices(consented=False, read_bulk_mail=False)  # read with the consent
         self.lease_given_back = False  # by the commit, in its transaction
+        self.counted = False  # this delivery, in the run's `deliveries`
         self.started = time.monotonic()
 
     # The run ------------------------------------------------------------------------------------
@@ -82,6 +84,7 @@ class ExtractionPipeline:
                 started_at=timezone.now(),
                 deliveries=F("deliveries") + 1,
             )
+            self.counted = True
             if self.run.cancel_requested_at is not None:
                 # Asked to stop, then its runner died (and the reaper queued it again): it ends before it reads
                 # anything. (A stop asked as this runner took the run is seen at a batch or at the commit.)
@@ -272,23 +275,35 @@ class ExtractionPipeline:
     def _interrupted(self, error: Exception) -> None:
         """Redis or PostgreSQL was lost under the run: neither the mail's fault nor the person's. The run goes
         back to the queue, its cursors where they were, and the reaper sends it again once its backoff is
-        over (EXTRACTION_REAPER_SECONDS, doubling with each delivery; EXTRACTION_MAX_DELIVERIES stops it).
-        With PostgreSQL still gone nothing can be written: the run stays `running` with its runner's lock
-        gone, and the reaper takes it up as a dead runner's once the database is back."""
+        over (EXTRACTION_REAPER_SECONDS, doubling with each runner that died before). This delivery does not
+        count toward EXTRACTION_MAX_DELIVERIES: only a runner that died while the services were up does.
+        With PostgreSQL gone the write is tried again until it is back (a restart takes seconds), for at most
+        EXTRACTION_OUTAGE_WRITE_SECONDS; after that the run stays `running` with its runner's lock gone, and
+        the reaper takes it up as a dead runner's (counted) once the database is back."""
         logger.warning("extraction run %s lost its infrastructure: %s", self.run.pk, type(error).__name__)
         backoff = settings.EXTRACTION_REAPER_SECONDS * 2**self.run.deliveries  # the count before this delivery
-        try:
-            connection.close_if_unusable_or_obsolete()  # a connection PostgreSQL dropped is made anew
-            self.record.update(
-                status=ExtractionRun.Status.QUEUED,
-                error_code=INTERRUPTED,
-                error_message="Interrupted: Tasklift lost its connection to its own services. No mailbox position "
-                "moved; the run is queued again and goes on by itself.",
-                retry_after=timezone.now() + timedelta(seconds=backoff),
-                mailboxes=self.reader.reports(),
-            )
-        except DatabaseError:
-            logger.warning("extraction run %s left for the reaper: the database is not reachable", self.run.pk)
+        deadline = time.monotonic() + settings.EXTRACTION_OUTAGE_WRITE_SECONDS
+        while True:
+            try:
+                connection.close_if_unusable_or_obsolete()  # a connection PostgreSQL dropped is made anew
+                self.record.update(
+                    status=ExtractionRun.Status.QUEUED,
+                    error_code=INTERRUPTED,
+                    error_message="Interrupted: Tasklift lost its connection to its own services. No mailbox "
+                    "position moved; the run is queued again and goes on by itself.",
+                    retry_after=timezone.now() + timedelta(seconds=backoff),
+                    mailboxes=self.reader.reports(),
+                    # Counted when it took the lease; an outage is not a death.
+                    **({"deliveries": F("deliveries") - 1} if self.counted else {}),
+                )
+                return
+            except (DatabaseError, InterfaceError):
+                with contextlib.suppress(DatabaseError, InterfaceError):
+                    connection.close()  # made anew at the next try
+                if time.monotonic() >= deadline:
+                    logger.warning("extraction run %s left for the reaper: the database is not reachable", self.run.pk)
+                    return
+                time.sleep(1)
 
     def _finish(self, status: str, code: str, message: str, *, retry_after: datetime | None = None) -> None:
         reports = self.reader.reports()

@@ -23,6 +23,8 @@ from tasks.services import db_text
 
 logger = logging.getLogger(__name__)
 
+WORKER_LOST = "worker_lost"  # a run given up because its runner kept dying
+
 
 def extraction_run_request(*, user: User, trigger: str) -> tuple[ExtractionRun, bool]:
     """Queue a run for `user`, or return the run already waiting in the queue.
@@ -54,14 +56,32 @@ def extraction_run_send(run: ExtractionRun, job: Any) -> None:
         )
 
 
-def extraction_run_give_up(*, run: ExtractionRun, code: str, message: str) -> None:
-    """End a run that cannot go on (never started, or its worker kept dying)."""
+def extraction_run_give_up(*, run: ExtractionRun, code: str, message: str) -> bool:
+    """End a run that cannot go on (never started, or its worker kept dying); False when it had ended already."""
     if (
         ExtractionRun.objects.filter(pk=run.pk)
         .exclude(status__in=ExtractionRun.FINISHED)
         .update(status=ExtractionRun.Status.FAILED, error_code=code, error_message=message, finished_at=timezone.now())
     ):
         RUNS.labels(run.trigger, ExtractionRun.Status.FAILED).inc()
+        return True
+    return False
+
+
+def extraction_run_give_up_lost(*, run: ExtractionRun) -> None:
+    """End a run whose runner died EXTRACTION_MAX_DELIVERIES times while PostgreSQL and Redis were up (an outage
+    is not counted: extraction/pipeline.py), and read its person's mail again at once, in a run of its own
+    (trigger `retry`), rather than leave it to the next poll. A retry given up in its turn is not retried: a
+    message that kills every runner that reads it must not make a loop; the poll reads that mail again."""
+    again = run.trigger != ExtractionRun.Trigger.RETRY
+    given_up = extraction_run_give_up(
+        run=run,
+        code=WORKER_LOST,
+        message="The run was interrupted several times and was stopped. No mailbox position moved; "
+        + ("a new run reads the mail again now." if again else "the next regular check reads the mail again."),
+    )
+    if given_up and again:
+        extraction_run_request(user=User(pk=run.user_id), trigger=ExtractionRun.Trigger.RETRY)
 
 
 # Lease --------------------------------------------------------------------------------------------
@@ -229,11 +249,7 @@ def extraction_runs_reap() -> tuple[int, int]:
         if lock_key(run.user_id) in live and leases.get(run.user_id) == run.pk:
             continue  # its runner is alive
         if run.deliveries >= settings.EXTRACTION_MAX_DELIVERIES:
-            extraction_run_give_up(
-                run=run,
-                code="worker_lost",
-                message="The run was interrupted several times and was stopped. No mailbox position moved.",
-            )
+            extraction_run_give_up_lost(run=run)
             given_up += 1
             continue
         with transaction.atomic():

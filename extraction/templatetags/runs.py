@@ -13,6 +13,7 @@ from extraction.looking import RunChanges, RunsSince, run_changes_since, runs_si
 from extraction.models import ExtractionRun
 from extraction.runrecord import STOPPED
 from extraction.selectors import mailboxes_to_reconnect
+from extraction.services import WORKER_LOST
 from integrations.models import FIRST_READ, Integration, SyncCursor
 
 register = template.Library()
@@ -43,7 +44,6 @@ PROBLEMS: dict[str, Problem] = {
     "cursor_conflict": Problem("A mailbox changed during the read; nothing was lost and the next read goes on"),
     "lease_lost": Problem("Another read of yours took over from this one; nothing was lost"),
     "busy": Problem("Another read of yours took too long, so this one did not start"),
-    "worker_lost": Problem("This read stopped unexpectedly; the next read starts afresh and nothing was lost"),
     "queue_unavailable": Problem("This read could not be started just now; try again in a minute"),
 }
 LLM_PROBLEM = Problem("The AI could not be reached; your tasks so far are kept and the next read goes on")
@@ -66,6 +66,12 @@ def run_problem(run: ExtractionRun | None) -> Problem | None:
         return None
     if run.error_code.startswith("llm_"):
         return LLM_PROBLEM
+    if run.error_code == WORKER_LOST:  # its runner kept dying: read again at once, unless this was that retry
+        if run.trigger == ExtractionRun.Trigger.RETRY:
+            return Problem(
+                "This read stopped unexpectedly again; nothing was lost, and the next regular check reads your mail"
+            )
+        return Problem("This read stopped unexpectedly; nothing was lost, and Tasklift reads your mail again now")
     if run.error_code == STOPPED:  # its message counts what it read: "Stopped: 20 emails read before you stopped…"
         return Problem(run.error_message.removesuffix("."), warning=True)
     return PROBLEMS.get(run.error_code, OTHER_PROBLEM if run.status == ExtractionRun.Status.FAILED else None)

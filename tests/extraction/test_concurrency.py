@@ -198,13 +198,34 @@ def test_the_reaper_leaves_a_live_run_alone(gmail: GmailBox, sandbox: SandboxCli
     assert results[0].status == ExtractionRun.Status.SUCCEEDED
 
 
-def test_the_reaper_gives_up_a_run_whose_worker_keeps_dying(consenting_user: User, settings) -> None:
+def test_the_reaper_gives_up_a_run_whose_worker_keeps_dying_and_a_new_run_reads_the_mail_at_once(
+    consenting_user: User, settings, broker_queue: Callable[[], int]
+) -> None:
     run = ExtractionRun.objects.create(
         user=consenting_user, trigger="manual", status="running", deliveries=settings.EXTRACTION_MAX_DELIVERIES
     )
     assert extraction_runs_reap() == (0, 1)
     run.refresh_from_db()
     assert (run.status, run.error_code) == ("failed", "worker_lost")
+    assert "a new run reads the mail again now" in run.error_message
+    # Issue 35: the person does not wait for the next poll.
+    again = ExtractionRun.objects.exclude(pk=run.pk).get()
+    assert (again.status, again.trigger) == ("queued", "retry")
+    assert broker_queue() == 1
+
+
+def test_a_retry_whose_worker_keeps_dying_is_not_retried_again_and_waits_for_the_poll(
+    consenting_user: User, settings, broker_queue: Callable[[], int]
+) -> None:
+    run = ExtractionRun.objects.create(
+        user=consenting_user, trigger="retry", status="running", deliveries=settings.EXTRACTION_MAX_DELIVERIES
+    )
+    assert extraction_runs_reap() == (0, 1)
+    run.refresh_from_db()
+    assert (run.status, run.error_code) == ("failed", "worker_lost")
+    assert "the next regular check reads the mail again" in run.error_message
+    assert not ExtractionRun.objects.exclude(pk=run.pk).exists()  # a message that kills its runner makes no loop
+    assert broker_queue() == 0
 
 
 def test_revoking_consent_stops_the_run_before_its_next_batch(
@@ -354,6 +375,7 @@ def test_a_run_whose_worker_keeps_dying_is_stopped(gmail: GmailBox, consenting_u
     extraction_run_job.apply(args=[run.pk])
     run.refresh_from_db()
     assert (run.status, run.error_code) == ("failed", "worker_lost")
+    assert ExtractionRun.objects.filter(trigger="retry", status="queued").count() == 1
 
 
 def test_a_mailbox_disconnected_during_a_run_does_not_get_its_sign_in_back(

