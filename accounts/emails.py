@@ -13,7 +13,7 @@ import smtplib
 from typing import Any
 
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.mail import get_connection, send_mail
 from django.template.loader import render_to_string
 from django.urls import reverse
 
@@ -23,11 +23,29 @@ from accounts.verification import verification_link_make
 logger = logging.getLogger(__name__)
 
 
+MAIL_UNAVAILABLE = "We could not send the email just now; nothing was changed. Try again in a few minutes."
+
+
+def mail_server_ready() -> bool:
+    """Whether the mail server takes a connection now, as the settings ask for it (STARTTLS or TLS, the login);
+    False is logged with its cause. Asked before sign-up, a resend or a reset does anything, for every address
+    alike, so that a page may say the email could not be sent without saying whether the address has an account.
+    (A send that fails after this is logged only: the page answers the same for every address.)"""
+    try:
+        connection = get_connection(fail_silently=False)
+        connection.open()
+        connection.close()
+    except (smtplib.SMTPException, OSError) as error:
+        logger.error("the mail server could not be reached: %s: %s", type(error).__name__, error)
+        return False
+    return True
+
+
 def account_email_send(*, to: str, subject_template: str, body_template: str, context: dict[str, Any]) -> bool:
     """Send one email; False when the mail server could not take it (logged, never the link: it is a secret).
 
-    A failure is not shown differently to the person: the page answers the same whatever happened to the email,
-    and the email can be asked for again.
+    The page asked `mail_server_ready()` first; a failure here is not shown differently to the person (the page
+    answers the same whatever happened to the email, whatever the address), and the email can be asked for again.
     """
     context = {"site_url": settings.SITE_URL, **context}
     subject = " ".join(render_to_string(subject_template, context).split())  # one line, never a header injection

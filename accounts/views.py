@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.consent import CHANGES, CONSENT_NOT_SENT, CONSENT_SENT, CONSENT_TERMS, CONSENT_TITLE, CONSENT_VERSION
 from accounts.counting import CountingUnavailable
+from accounts.emails import MAIL_UNAVAILABLE, mail_server_ready
 from accounts.forms import (
     AccessTokenForm,
     ConfirmPasswordForm,
@@ -99,6 +100,9 @@ def signup(request: HttpRequest) -> HttpResponse:
         email = form.cleaned_data["email"]
         if refused := _emails_refused(request, action="signup", recipient=email):
             return refused
+        if not mail_server_ready():  # before the account is made: nothing changes, and it can be tried again
+            form.add_error(None, MAIL_UNAVAILABLE)
+            return render(request, "accounts/signup.html", {"form": form}, status=503)
         language, date_order = language_from_browser(request.headers.get("Accept-Language", ""))  # the browser's
         user = user_signup(
             email=email,
@@ -143,6 +147,9 @@ def signup_resend(request: HttpRequest) -> HttpResponse:
     email = form.cleaned_data["email"].strip().lower()
     if refused := _emails_refused(request, action="resend", recipient=email):
         return refused
+    if not mail_server_ready():
+        form.add_error(None, MAIL_UNAVAILABLE)
+        return _check_inbox(request, form=form, status=503)
     email_confirmation_resend(email=email)
     request.session[SESSION_EMAIL] = email
     messages.success(request, f"We sent the email to {email} again.")
@@ -219,6 +226,9 @@ class TaskliftPasswordResetView(PasswordResetView):
     def form_valid(self, form: ResetRequestForm) -> HttpResponse:  # type: ignore[override]
         if refused := _emails_refused(self.request, action="password-reset", recipient=form.cleaned_data["email"]):
             return refused
+        if not mail_server_ready():  # for every address alike: the page must not tell which have an account
+            form.add_error(None, MAIL_UNAVAILABLE)
+            return self.render_to_response(self.get_context_data(form=form), status=503)
         self.extra_email_context = {
             "site_url": settings.SITE_URL,
             "timeout_minutes": settings.PASSWORD_RESET_TIMEOUT // 60,
