@@ -8,7 +8,7 @@ Setup (not measured): Debian's `postgresql` and `redis-server` are installed whe
 PostgreSQL through initdb and pg_ctl (as the `postgres` user when this runs as root: PostgreSQL refuses root),
 Redis with no persistence (`--save '' --appendonly no`), so a restart loses its queue, the case the runbook
 says loses no mail. The sandbox serves Google, Microsoft and Gemini over https (the demo deployment), and its
-certificate is the one trust anchor of every client (the CA settings of docs/deploy.md).
+certificate is the one trust anchor of every client, named by SANDBOX_CA_BUNDLE alone (docs/deploy.md).
 
 Then the runbook's steps, in production demo mode (`TASKLIFT_MODE=production TASKLIFT_DEMO=true`): `manage.py
 migrate`, `collectstatic --noinput`, `createsuperuser --noinput`, and the Procfile's processes under the project's
@@ -222,14 +222,17 @@ class Deployment:
     metrics_token: str
     log: IO[bytes]  # every process's output
     supervisor: subprocess.Popen[bytes] | None = None
+    app: Path = ROOT  # the checkout it runs (benchmarks/upgrade.py: a release's, then this one)
+    python: str = sys.executable  # of that checkout's virtualenv
+    options: tuple[str, ...] = ()  # more of the supervisor's options (`--env-file FILE`)
 
     def start(self) -> None:
         """The Procfile's processes under the project's supervisor, in a process group of its own."""
-        command = [sys.executable, "-m", "config.supervise", "web=2", "worker=2", "beat=1"]
-        command += ["--status-file", str(self.status_file)]
+        command = [self.python, "-m", "config.supervise", "web=2", "worker=2", "beat=1"]
+        command += ["--status-file", str(self.status_file), *self.options]
         self.supervisor = subprocess.Popen(
             command,
-            cwd=ROOT,
+            cwd=self.app,
             env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -313,10 +316,8 @@ def deployment_env(
         REDIS_URL=redis.url,
         SANDBOX_URL=sandbox.tls_url,
         SANDBOX_TLS_URL=sandbox.tls_url,
-        MICROSOFT_CA_BUNDLE=cert,
-        HTTPLIB2_CA_CERTS=cert,  # the Gmail client
-        SSL_CERT_FILE=cert,  # Gemini (httpx)
-        REQUESTS_CA_BUNDLE=cert,  # Google's token and certificate endpoints (requests)
+        SANDBOX_CA_BUNDLE=cert,  # the one CA setting of a demo (docs/deploy.md); HTTPLIB2_CA_CERTS, SSL_CERT_FILE
+        # and REQUESTS_CA_BUNDLE stay unset, as the runbook says (SYSTEM_VARIABLES keeps them out of os.environ)
         SITE_URL=site.replace("http://", "https://", 1),  # production refuses http; nothing here follows its links
         PUSH_BASE_URL=site,  # plain http only because the sandbox pushes on loopback (see docs/deploy.md)
         ALLOWED_HOSTS="127.0.0.1,localhost",
@@ -342,14 +343,28 @@ def deployment_env(
     return env, metrics_token
 
 
-def runbook_steps(env: dict[str, str], log: IO[bytes]) -> None:
-    """docs/deploy.md's steps before the processes start."""
-    for step in (["migrate", "--noinput"], ["collectstatic", "--noinput"], ["createsuperuser", "--noinput"]):
+RUNBOOK_STEPS = (("migrate", "--noinput"), ("collectstatic", "--noinput"), ("createsuperuser", "--noinput"))
+
+
+def runbook_steps(
+    env: dict[str, str],
+    log: IO[bytes],
+    *,
+    steps: tuple[tuple[str, ...], ...] = RUNBOOK_STEPS,
+    app: Path = ROOT,
+    python: str = sys.executable,
+) -> dict[str, float]:
+    """docs/deploy.md's steps before the processes start (`manage.py` of the checkout `app`); each one's seconds."""
+    took = {}
+    for step in steps:
+        started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "manage.py", *step], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=300
+            [python, "manage.py", *step], cwd=app, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=900
         )
         if done.returncode:
-            raise RuntimeError(f"manage.py {' '.join(step)} failed with status {done.returncode}")
+            raise RuntimeError(f"manage.py {' '.join(step)} ({app.name}) failed with status {done.returncode}")
+        took[step[0]] = time.monotonic() - started
+    return took
 
 
 def database_create(postgres: Postgres) -> None:
@@ -527,17 +542,33 @@ def fault_run(name: str, *, postgres: Postgres, redis: Redis, deployment: Deploy
 
 
 # The benchmark ------------------------------------------------------------------------------------------------------
-def bench(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict[str, Any]:
-    started = time.perf_counter()
+@dataclass
+class Servers:
+    """What a deployment benchmark sets up before the app: its folder and log, Debian's PostgreSQL (an empty
+    database) and Redis, the sandbox over https, a port for the web, and the runbook's settings for all that."""
+
+    scratch: Path
+    log: IO[bytes]  # every process's output
+    bin_dir: Path  # PostgreSQL's programs
+    postgres: Postgres
+    redis: Redis
+    sandbox: SandboxProcess
+    web_port: int
+    env: dict[str, str]
+    metrics_token: str
+
+
+def servers_start(name: str, log_path: Path | None, stack: contextlib.ExitStack) -> Servers:
+    """Everything `Servers` names, each stopped (and the folder removed) when `stack` closes; the log's end is
+    printed should the benchmark fail."""
     bin_dir = debian_servers_ensure()
-    scratch = Path(tempfile.mkdtemp(prefix="tasklift-production-"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"tasklift-{name}-"))
     stack.callback(shutil.rmtree, scratch, ignore_errors=True)
     scratch.chmod(0o755)  # the postgres user reaches its folder inside
-    log = stack.enter_context(open(args.log or scratch.parent / f"{scratch.name}.log", "w+b"))  # noqa: SIM115
-    if args.log is None:
+    log = stack.enter_context(open(log_path or scratch.parent / f"{scratch.name}.log", "w+b"))  # noqa: SIM115
+    if log_path is None:
         stack.callback(Path(log.name).unlink, missing_ok=True)
     stack.push(lambda kind, *_: _print_tail(log) if kind is not None else None)
-
     postgres = Postgres(bin_dir, scratch / "postgres")
     postgres.start()
     stack.callback(postgres.stop_if_running)
@@ -552,6 +583,21 @@ def bench(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict[str, An
     env, metrics_token = deployment_env(
         scratch=scratch, postgres=postgres, redis=redis, sandbox=sandbox, web_port=web_port
     )
+    return Servers(scratch, log, bin_dir, postgres, redis, sandbox, web_port, env, metrics_token)
+
+
+def bench(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict[str, Any]:
+    started = time.perf_counter()
+    servers = servers_start("production", args.log, stack)
+    scratch, log, bin_dir, postgres, redis, sandbox = (
+        servers.scratch,
+        servers.log,
+        servers.bin_dir,
+        servers.postgres,
+        servers.redis,
+        servers.sandbox,
+    )
+    web_port, env, metrics_token = servers.web_port, servers.env, servers.metrics_token
     print(
         f"setup: PostgreSQL {bin_dir.parent.name} on port {postgres.port}, redis-server on port {redis.port} "
         f"(no persistence), sandbox at {sandbox.tls_url}, data in {scratch}",
@@ -808,18 +854,29 @@ def _stopped_on_signal() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def main() -> int:
-    args = parse_args()
-    print(
-        f"benchmark production: {args.people} people x Gmail and Outlook x {args.emails} emails by push over "
-        f"{args.deliver_seconds:g} s; faults: {', '.join(args.faults) or 'none'} ({args.down_seconds:g} s down)",
-        flush=True,
-    )
+def deployment_main(
+    banner: str,
+    args: argparse.Namespace,
+    bench: Callable[[argparse.Namespace, contextlib.ExitStack], dict[str, Any]],
+    report: Callable[[dict[str, Any]], None],
+) -> int:
+    """A benchmark of a deployment: its banner, its run (everything it started stopped at the end, on a signal
+    too), its report, its figures as the last line; exit status 1 when a check failed."""
+    print(banner, flush=True)
     with _stopped_on_signal(), contextlib.ExitStack() as stack:
         figures = bench(args, stack)
     report(figures)
     print(json.dumps(figures))
     return 1 if figures["checks_failed"] else 0
+
+
+def main() -> int:
+    args = parse_args()
+    banner = (
+        f"benchmark production: {args.people} people x Gmail and Outlook x {args.emails} emails by push over "
+        f"{args.deliver_seconds:g} s; faults: {', '.join(args.faults) or 'none'} ({args.down_seconds:g} s down)"
+    )
+    return deployment_main(banner, args, bench, report)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
@@ -26,6 +27,44 @@ def process_env(**extra: str) -> dict[str, str]:
         "TEST_DATABASE_NAME": connection.settings_dict["NAME"],
         **extra,
     }
+
+
+def deployment_benchmark(name: str, *args: str, timeout: float) -> tuple[int, dict[str, Any], str]:
+    """benchmarks/<name>.py, a benchmark of a whole deployment (benchmarks/production.py, upgrade.py), in a
+    process group of its own: its exit status, the figures of its last line and its output. With the safety nets'
+    waits shortened (a run whose queued job went with Redis is sent again quickly). Past `timeout` it is told to
+    stop (it stops everything it started) and the test fails."""
+    import contextlib
+    import json
+    import signal
+
+    import pytest
+
+    env = {**os.environ, "EXTRACTION_QUEUED_STALE_SECONDS": "15", "EXTRACTION_REAPER_SECONDS": "5"}
+    process = subprocess.Popen(
+        [sys.executable, f"benchmarks/{name}.py", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)  # the benchmark stops everything it started, then exits
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.communicate(timeout=120)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"the smoke form of {name} did not finish within {timeout:g} s")
+    lines = stdout.strip().splitlines()
+    try:
+        figures = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        pytest.fail(f"no JSON line at the end (status {process.returncode}):\n{stdout[-3000:]}\n{stderr[-5000:]}")
+    return process.returncode, figures, stdout[-3000:]
 
 
 def run_extract(email: str, *, crash_point: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ import shlex
 import subprocess
 import sys
 import tomllib
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
@@ -233,3 +233,27 @@ def test_the_changelog_has_a_section_with_upgrade_notes_for_the_version_pyprojec
     )
     assert section, f"no section for {named} in CHANGELOG.md"
     assert "### Upgrade notes" in section[2]
+
+
+def test_the_production_benchmark_sets_the_runbooks_ca_setting_and_none_it_says_to_leave_unset(tmp_path: Path) -> None:
+    """Issue 35, point 7: the benchmark deploys as docs/deploy.md says; the names come from the runbook itself."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    runbook = (ROOT / "docs" / "deploy.md").read_text()
+    sentence = re.search(r"Leave ((?:`[A-Z0-9_]+`(?:, | and )?)+) unset", runbook)
+    assert sentence is not None, "docs/deploy.md no longer says which CA variables to leave unset"
+    unset = set(re.findall(r"`([A-Z0-9_]+)`", sentence.group(1)))
+    assert unset >= {"HTTPLIB2_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"}
+    from benchmarks.production import deployment_env
+
+    cert = tmp_path / "tls-cert.pem"
+    env, _ = deployment_env(
+        scratch=tmp_path,
+        postgres=cast(Any, SimpleNamespace(url="postgresql://postgres@127.0.0.1:5/tasklift")),
+        redis=cast(Any, SimpleNamespace(url="redis://127.0.0.1:6/0")),
+        sandbox=cast(Any, SimpleNamespace(cert_file=cert, tls_url="https://127.0.0.1:7")),
+        web_port=8,
+    )
+    assert env["SANDBOX_CA_BUNDLE"] == str(cert)
+    assert not unset & env.keys(), unset & env.keys()
