@@ -22,10 +22,17 @@ _LIBRARY_LOOKUP = {"ldconfig"}  # ctypes.util.find_library runs it: a lookup, no
 _starting = {"test": ""}  # the node id of a test not marked slow, while its own code or fixtures run
 
 
+# The longest tests, a deployment of processes each (one to three minutes): sent out first, so that none of them
+# starts last and runs alone at the end of `make test` (xdist hands tests out in collection order, and these files
+# sort late). Only these: every slow test first was tried and dropped (every process test at once on two cores).
+FIRST = ("test_benchmark_upgrade.py", "test_benchmark_production.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("e2e") or item.path.is_relative_to(E2E):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the rest keep their order
 
 
 def _refuse_processes(event: str, args: tuple[Any, ...]) -> None:
