@@ -65,7 +65,7 @@ def email(n: int) -> str:
 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
-    with served_site(llm_latency_ms=args.llm_latency_ms) as site:
+    with served_site(name="freshness", llm_latency_ms=args.llm_latency_ms) as site:
         from extraction.models import ExtractionRun
         from tasks.models import Task
 

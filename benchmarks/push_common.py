@@ -3,7 +3,9 @@
 The pieces, each a process of its own as in production: the sandbox (`python -m sandbox`, its Pub/Sub and
 Graph ringing the site), the web server (`manage.py runserver`, the doorbells at /webhooks/...), a Celery
 worker (prefork) and Celery beat (the polling safety net and channel renewal, on their normal schedule).
-A database of its own (dropped at the end), Redis database 2 with a queue and cache prefix of its own.
+A database of its own (dropped at the end), Redis database 2 with a queue and cache prefix of its own, all three
+named after the benchmark (`tasklift-freshness`, `tasklift_freshness`): the two run side by side in `make test`, and
+with one name between them each dropped the other's database and stole its beat lock.
 
 One person with current AI consent, a Gmail and an Outlook mailbox connected the way the OAuth callbacks
 connect them; their push channels are opened by the worker (the connect's job), the Pub/Sub push
@@ -38,8 +40,6 @@ from benchmarks.common import (
     redis_purge,
 )
 
-PUSH_NAME = "tasklift-push"  # the benchmark's Celery queue and cache prefix
-PUSH_DATABASE = "tasklift_push"
 GMAIL_ADDRESS = "fresh@example.com"
 OUTLOOK_ADDRESS = "fresh@outlook.example.com"
 
@@ -98,8 +98,10 @@ def _connect_outlook(user: Any) -> Any:
 
 
 @contextlib.contextmanager
-def served_site(*, llm_latency_ms: int, worker_concurrency: int = 2) -> Iterator[Site]:
-    """Everything above, up and ready (both channels open, the first runs done); torn down afterwards."""
+def served_site(*, name: str, llm_latency_ms: int, worker_concurrency: int = 2) -> Iterator[Site]:
+    """Everything above, up and ready (both channels open, the first runs done); torn down afterwards. `name`, the
+    benchmark's, names its queue and cache prefix (`tasklift-NAME`) and its database (`tasklift_NAME`)."""
+    queue, database = f"tasklift-{name}", f"tasklift_{name}"
     sandbox = SandboxProcess(require_tls=True)
     log = tempfile.TemporaryFile()  # noqa: SIM115  closed below
     processes: list[subprocess.Popen[bytes]] = []
@@ -111,18 +113,18 @@ def served_site(*, llm_latency_ms: int, worker_concurrency: int = 2) -> Iterator
     try:
         sandbox.wait_ready()
         server_url = postgres_server_url()
-        database_url = database_create(server_url, PUSH_DATABASE)
+        database_url = database_create(server_url, database)
         created = server_url
         os.environ.update(
-            CELERY_QUEUE=PUSH_NAME,
+            CELERY_QUEUE=queue,
             PUSH_ENABLED="true",
             PUSH_BASE_URL=url,
             SITE_URL=url,
             ALLOWED_HOSTS="127.0.0.1,localhost",
         )
-        django_setup(sandbox=sandbox, database_url=database_url, cache_prefix=PUSH_NAME)
+        django_setup(sandbox=sandbox, database_url=database_url, cache_prefix=queue)
         django_ready = True
-        _redis_cleanup()
+        redis_purge(queue)  # its queue and cache keys, from Redis database 2
 
         from django.conf import settings
 
@@ -136,7 +138,7 @@ def served_site(*, llm_latency_ms: int, worker_concurrency: int = 2) -> Iterator
         processes.append(
             _start([sys.executable, "manage.py", "runserver", f"127.0.0.1:{web_port}", "--noreload"], env, log)
         )
-        worker = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "prefork", "-Q", PUSH_NAME]
+        worker = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "prefork", "-Q", queue]
         worker += ["--concurrency", str(worker_concurrency), "-n", "push@%h", "--loglevel", "WARNING"]
         worker += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
         processes.append(_start(worker, env, log))
@@ -191,19 +193,14 @@ def served_site(*, llm_latency_ms: int, worker_concurrency: int = 2) -> Iterator
             if django_ready:
                 from django.db import connections
 
-                _redis_cleanup()
+                redis_purge(queue)
                 connections.close_all()
             if created is not None:
-                database_drop(created, PUSH_DATABASE)
+                database_drop(created, database)
         finally:
             sandbox.stop()
             log.close()
             scratch.cleanup()
-
-
-def _redis_cleanup() -> None:
-    """This benchmark's queue and cache keys, from Redis database 2."""
-    redis_purge(PUSH_NAME)
 
 
 def percentile(values: list[float], q: float) -> float:

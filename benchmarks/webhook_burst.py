@@ -54,7 +54,7 @@ def _count(delivery: dict[str, Any]) -> int:
 
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
-    with served_site(llm_latency_ms=args.llm_latency_ms) as site:
+    with served_site(name="webhook_burst", llm_latency_ms=args.llm_latency_ms) as site:
         from django.db.models import Count
 
         from extraction.models import ExtractionRun, ProcessedEmail
