@@ -114,6 +114,7 @@ class Forker:
         import select
 
         assert self.process.stdin is not None and self.process.stdout is not None
+        before = _sessions()
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         ready, _, _ = select.select([self.process.stdout], [], [], timeout)
@@ -121,6 +122,12 @@ class Forker:
         if not line:
             raise RuntimeError(f"the forking process gave no answer for {request} (exit {self.process.poll()})")
         answer = json.loads(line)
+        if answer["returncode"] < 0:
+            # A killed child's sessions end when PostgreSQL notices its sockets closed, a moment after the
+            # child is gone: till then its advisory lock holds, and its runner looks alive to the reaper.
+            from tests.waiting import wait_for
+
+            wait_for(lambda: _sessions() <= before, timeout=30, what="the killed child's database sessions to end")
         return subprocess.CompletedProcess([str(request)], answer["returncode"], answer["output"], answer["output"])
 
     def close(self) -> None:
@@ -133,6 +140,13 @@ class Forker:
             self.process.wait(timeout=10)
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+def _sessions() -> set[int]:
+    """The server processes of this database's sessions now (the children's, this test's and any other's)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        return {row[0] for row in cursor.fetchall()}
 
 
 def _serve_forks() -> None:

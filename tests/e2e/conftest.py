@@ -470,25 +470,38 @@ def service_worker_push(page: Any, live_site: str, payload: dict[str, Any]) -> l
 
     page.context.grant_permissions(["notifications"], origin=live_site)
     page.evaluate("() => navigator.serviceWorker.ready.then(() => true)")  # registered by the page's script
-    registrations: list[str] = []
+    registrations: list[str] = []  # the site's live registrations, newest last
+    activated: set[str] = set()  # the registrations with an activated version
+    seen: list[Any] = []  # every version and error reported, for the failure's message
     cdp = page.context.new_cdp_session(page)
-    cdp.on(
-        "ServiceWorker.workerRegistrationUpdated",
-        lambda event: registrations.extend(
-            r["registrationId"] for r in event["registrations"] if r["scopeURL"].startswith(live_site)
-        ),
-    )
+
+    def registration_updated(event: dict[str, Any]) -> None:
+        for r in event["registrations"]:
+            if r["scopeURL"].startswith(live_site):
+                if r.get("isDeleted"):
+                    registrations[:] = [i for i in registrations if i != r["registrationId"]]
+                elif r["registrationId"] not in registrations:
+                    registrations.append(r["registrationId"])
+
+    def version_updated(event: dict[str, Any]) -> None:
+        seen.extend(event["versions"])
+        activated.update(v["registrationId"] for v in event["versions"] if v["status"] == "activated")
+
+    cdp.on("ServiceWorker.workerRegistrationUpdated", registration_updated)
+    cdp.on("ServiceWorker.workerVersionUpdated", version_updated)
+    cdp.on("ServiceWorker.workerErrorReported", lambda event: seen.append(event["errorMessage"]))
     cdp.send("ServiceWorker.enable")
-    deadline = time.monotonic() + 10
-    while not registrations and time.monotonic() < deadline:
+    deadline = time.monotonic() + 20
+    while not (live := [r for r in registrations if r in activated]) and time.monotonic() < deadline:
         page.wait_for_timeout(50)
-    assert registrations, "no service worker registered for the site"
+    assert live, f"no activated service worker registered for the site: {registrations} {seen}"
+    # A push to a registration with no activated version is dropped: the one pushed to has one.
     cdp.send(
         "ServiceWorker.deliverPushMessage",
-        {"origin": live_site, "registrationId": registrations[-1], "data": json.dumps(payload)},
+        {"origin": live_site, "registrationId": live[-1], "data": json.dumps(payload)},
     )
     shown: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while not shown and time.monotonic() < deadline:
         shown = page.evaluate(
             """() => navigator.serviceWorker.ready

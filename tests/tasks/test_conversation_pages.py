@@ -293,7 +293,9 @@ def test_the_waiting_view_seeks_its_few_items_and_reads_none_of_the_persons_othe
     for n in range(3):
         email_task(person, box, f"s{n}", f"Waiting {n}", kind="waiting", waiting_on="sam@example.org")
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE tasks_task")  # the planner knows waiting items are few among the person's tasks
+        # The planner knows waiting items are few among the person's tasks; and every table is analyzed as
+        # autovacuum may have done before (the one mailbox then made a walk of the mailboxes cost nothing).
+        cursor.execute("ANALYZE")
     with statements_run() as statements:
         body = client.get("/?kind=waiting").content.decode()
     assert len(titles(body)) == 3
