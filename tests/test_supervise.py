@@ -223,9 +223,12 @@ class Deployment:
 
         self.folder = folder
         self.port = free_port()
+        # A queue of its own: on this run's queue the worker took up jobs other tests had left queued (a run
+        # of their people), and the stop waited on them, past this test's 90 s (its grace is a run's 600 s).
         environment = process_env(
-            PORT=str(self.port), WEB_CONCURRENCY="3", PATH="/usr/bin:/bin", REDIS_URL=settings.REDIS_URL, **env
-        )
+            PORT=str(self.port), WEB_CONCURRENCY="3", PATH="/usr/bin:/bin", REDIS_URL=settings.REDIS_URL,
+            CELERY_QUEUE=f"{settings.CELERY_TASK_DEFAULT_QUEUE}-supervise-{self.port}", **env,
+        )  # fmt: skip
         self.process = subprocess.Popen(
             [sys.executable, "-m", "config.supervise", "web=1", "worker=1", "beat=0",
              "--status-file", str(folder / "status.json"), "--log-dir", str(folder / "logs"), *args],

@@ -510,6 +510,9 @@ def service_worker_push(page: Any, live_site: str, payload: dict[str, Any]) -> l
         )
         if not shown:
             page.wait_for_timeout(100)
+    if not shown:  # what the browser said of its service workers, for the failure's message
+        permission = page.evaluate("() => Notification.permission")
+        print(f"no notification shown; permission {permission}; registrations {registrations}; seen {seen}")
     cdp.detach()
     return shown
 
