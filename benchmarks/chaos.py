@@ -73,7 +73,6 @@ from benchmarks.common import (
     ROOT,
     Mail,
     SandboxProcess,
-    _free_ports,
     connect_sandbox_gmail,
     connect_sandbox_outlook,
     database_create,
@@ -85,6 +84,7 @@ from benchmarks.common import (
     redis_purge,
 )
 from benchmarks.push_common import _start, _stop
+from config.ports import free_ports
 
 if TYPE_CHECKING:  # imported for real only after django.setup()
     from accounts.models import User
@@ -756,7 +756,7 @@ def main() -> int:
     created: str | None = None
     django_ready = False
     web: subprocess.Popen[bytes] | None = None
-    (web_port,) = _free_ports(1)
+    (web_port,) = free_ports(1)
     site_url = f"http://127.0.0.1:{web_port}"
     try:
         sandbox.wait_ready()

@@ -13,7 +13,6 @@ import json
 import os
 import random
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,8 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
+
+from config.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_REDIS_DB = "2"  # development uses 0 and the tests 1
@@ -102,18 +103,6 @@ def _rfc822(n: int, seed: int, sender: str, to: str, subject: str, date: datetim
 
 
 # The sandbox, in a process of its own ---------------------------------------------------------------------
-def _free_ports(count: int) -> list[int]:
-    """`count` distinct free ports (all bound at once, so they differ)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 def _sandbox_usage() -> str:
     """`python -m sandbox --help`: which options this version of the sandbox takes."""
     return subprocess.run(
@@ -131,7 +120,7 @@ class SandboxProcess:
     """
 
     def __init__(self, *, require_tls: bool = False, demo: str | None = None) -> None:
-        http_port, tls_port = _free_ports(2)
+        http_port, tls_port = free_ports(2)
         self.url = f"http://127.0.0.1:{http_port}"
         self.tls_url = ""
         self.cert_file: Path | None = None

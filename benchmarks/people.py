@@ -51,7 +51,6 @@ from benchmarks.common import (
     BENCH_REDIS_DB,
     ROOT,
     QueryCounter,
-    _free_ports,
     database_create,
     database_drop,
     git_version,
@@ -59,6 +58,7 @@ from benchmarks.common import (
     redis_purge,
 )
 from benchmarks.scale import insert_series
+from config.ports import free_ports
 
 DATABASE = "tasklift_bench_people"
 NAME = "tasklift-bench-people"  # the cache prefix
@@ -448,7 +448,7 @@ def main() -> int:
     server = postgres_server_url()
     database_url = database_create(server, DATABASE)
     relay_dir = Path(tempfile.mkdtemp(prefix="tasklift-bench-people-"))
-    [port] = _free_ports(1)
+    [port] = free_ports(1)
     relay = relay_start(relay_dir / "mail", port)
     try:
         env = django_setup(database_url, port)

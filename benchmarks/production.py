@@ -57,12 +57,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.common import (
     ROOT,
     SandboxProcess,
-    _free_ports,
     connect_sandbox_gmail,
     connect_sandbox_outlook,
     git_version,
     mail_mix,
 )
+from config.ports import free_ports
 from config.supervise import die_with_parent
 
 FAULTS = ("postgres", "worker", "redis", "web")  # in this order, spread over the delivery
@@ -131,7 +131,7 @@ class Postgres:
 
     def __init__(self, bin_dir: Path, folder: Path) -> None:
         self.bin_dir, self.data, self.socket_dir = bin_dir, folder / "data", folder / "socket"
-        (self.port,) = _free_ports(1)
+        (self.port,) = free_ports(1)
         self.user = "postgres" if os.geteuid() == 0 else None  # PostgreSQL refuses to run as root
         for path in (folder, self.data, self.socket_dir):
             path.mkdir(mode=0o700, exist_ok=True)
@@ -173,7 +173,7 @@ class Redis:
     def __init__(self, folder: Path) -> None:
         folder.mkdir(exist_ok=True)
         self.folder = folder
-        (self.port,) = _free_ports(1)
+        (self.port,) = free_ports(1)
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -579,7 +579,7 @@ def servers_start(name: str, log_path: Path | None, stack: contextlib.ExitStack)
     stack.callback(sandbox.stop)
     sandbox.wait_ready()
     database_create(postgres)
-    (web_port,) = _free_ports(1)
+    (web_port,) = free_ports(1)
     env, metrics_token = deployment_env(
         scratch=scratch, postgres=postgres, redis=redis, sandbox=sandbox, web_port=web_port
     )

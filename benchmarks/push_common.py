@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.common import (
     ROOT,
     SandboxProcess,
-    _free_ports,
     connect_sandbox_gmail,
     database_create,
     database_drop,
@@ -39,6 +38,7 @@ from benchmarks.common import (
     postgres_server_url,
     redis_purge,
 )
+from config.ports import free_ports
 
 GMAIL_ADDRESS = "fresh@example.com"
 OUTLOOK_ADDRESS = "fresh@outlook.example.com"
@@ -107,7 +107,7 @@ def served_site(*, name: str, llm_latency_ms: int, worker_concurrency: int = 2) 
     processes: list[subprocess.Popen[bytes]] = []
     created: str | None = None
     django_ready = False
-    (web_port,) = _free_ports(1)
+    (web_port,) = free_ports(1)
     url = f"http://127.0.0.1:{web_port}"
     scratch = tempfile.TemporaryDirectory(prefix="tasklift-push-")
     try:

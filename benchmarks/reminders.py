@@ -49,7 +49,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.common import (
     ROOT,
     SandboxProcess,
-    _free_ports,
     database_create,
     database_drop,
     django_setup,
@@ -58,6 +57,7 @@ from benchmarks.common import (
     redis_purge,
 )
 from benchmarks.people import relay_start
+from config.ports import free_ports
 
 DATABASE = "tasklift_bench_reminders"
 NAME = "tasklift-bench-reminders"  # the cache prefix
@@ -289,7 +289,7 @@ def main() -> int:
     server = postgres_server_url()
     database_url = database_create(server, DATABASE)
     relay_dir = Path(tempfile.mkdtemp(prefix="tasklift-bench-reminders-"))
-    [port] = _free_ports(1)
+    [port] = free_ports(1)
     relay = relay_start(relay_dir / "mail", port)
     sandbox = SandboxProcess()
     try:

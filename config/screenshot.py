@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from config.ports import free_port
 from config.run import DEMO_PASSWORD, _tail
 from config.supervise import ROOT, die_with_parent
 
@@ -167,12 +167,6 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, run: subp
             ended = f"it exited with code {run.returncode}" if run.poll() is not None else f"not within {timeout} s"
             raise SystemExit(f"Waited for {what}, but {ended}. {_tail(log)}")
         time.sleep(0.5)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def say(message: str) -> None:

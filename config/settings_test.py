@@ -9,15 +9,9 @@ ports for the sandbox, which the test session starts there.
 import atexit
 import os
 import shutil
-import socket
 import tempfile
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
+from config.ports import free_port as _free_port
 
 # Under pytest-xdist each worker is a test run of its own: the controller's values (which its workers inherit)
 # are replaced once in each worker, and the processes a worker starts inherit that worker's.

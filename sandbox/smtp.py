@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import itertools
 import os
-import socket
 import time
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from aiosmtpd.controller import Controller
+
+from config.ports import free_port as _free_port
 
 
 class _Keep:
@@ -61,12 +62,6 @@ class SmtpSink:
 def sink_messages(directory: Path) -> list[EmailMessage]:
     """Every message kept under the directory, in the order they were taken by each server."""
     return [message_from_bytes(path.read_bytes(), policy=policy.default) for path in sorted(directory.glob("*.eml"))]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def main() -> None:

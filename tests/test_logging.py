@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 import requests
 
 from accounts.models import User
+from config.ports import free_port
 from extraction.models import ExtractionRun
 from extraction.services import extraction_run_request
 from integrations.models import Integration
@@ -54,12 +54,6 @@ def test_a_callback_url_is_logged_without_its_code_and_state(logger_name: str) -
 
 
 # LOG_FORMAT=json: one object a line, with the ids of the run in progress --------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:

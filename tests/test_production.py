@@ -11,7 +11,6 @@ import re
 import secrets
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import requests
 from cryptography.fernet import Fernet
 from django.conf import settings
 
+from config.ports import free_port as _free_port
 from sandbox.server import SandboxServer
 from tests.processes import ROOT, process_env
 from tests.procfile import procfile_commands
@@ -44,12 +44,6 @@ METRICS_TOKEN = secrets.token_urlsafe(24)
 def release() -> str:
     """The version pyproject.toml names, read here as an operator would."""
     return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def production_env(static_root: Path, **extra: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.test import Client
 from pytest_django import Settings
 
+from config.ports import free_port
 from extraction.models import ExtractionRun
 from extraction.services import extraction_run_request
 from sandbox.client import SandboxClient
@@ -211,11 +212,7 @@ def test_a_second_beat_sends_nothing_while_the_first_runs_and_takes_over_when_it
 
 
 def closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # closed once the block ends: nothing listens there
+    return free_port()  # nothing listens there
 
 
 def readyz_in_a_process(**env: str) -> tuple[int, dict[str, Any], float]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from config.ports import free_port
 
 pytestmark = pytest.mark.slow  # `make run` and its processes (tests/slow.py)
 
@@ -36,12 +37,6 @@ TEST_ONLY = (
     "MICROSOFT_CA_BUNDLE",
     "GEMINI_RETRY_INITIAL_DELAY_S",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def checkout_env(local_dir: Path) -> dict[str, str]:

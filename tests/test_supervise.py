@@ -218,8 +218,8 @@ class Deployment:
     def __init__(self, folder: Path, *args: str, **env: str) -> None:
         from django.conf import settings
 
+        from config.ports import free_port
         from tests.processes import process_env
-        from tests.test_run_process import free_port
 
         self.folder = folder
         self.port = free_port()

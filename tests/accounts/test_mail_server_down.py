@@ -6,7 +6,6 @@ real one (sandbox/smtp.py, which speaks no STARTTLS), reached through Django's S
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from django.test import Client
 from accounts.emails import MAIL_UNAVAILABLE
 from accounts.models import User
 from accounts.services import user_create
+from config.ports import free_port
 from sandbox.smtp import SmtpSink
 
 pytestmark = pytest.mark.django_db
@@ -38,9 +38,7 @@ def relay(tmp_path: Path, settings) -> Iterator[SmtpSink]:
 
 
 def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # nothing listens once it is closed
+    return free_port()  # nothing listens there
 
 
 def _answers() -> dict[str, tuple[int, str]]:

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
+from config.ports import free_port
 from config.settings_test import PER_RUN_ENV
 from tests.e2e.conftest import (
     chromium,
@@ -57,12 +57,6 @@ NOT_INHERITED = (
 )
 HEALTHY_WITHIN_S = 120  # a first start initialises PostgreSQL; two of them share the machine's cores
 STOPPED_WITHIN_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

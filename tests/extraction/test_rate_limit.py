@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from django.test import Client
 
 from accounts.models import User
 from accounts.services import consent_grant
+from config.ports import free_port as _free_port
 from extraction.models import ExtractionRun
 from tests.factories import UserFactory
 
@@ -114,12 +114,6 @@ def test_a_second_press_while_a_run_waits_reuses_it(client: Client, user: User) 
 
 
 # Two web processes -------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

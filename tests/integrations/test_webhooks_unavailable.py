@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from config.crypto import encrypt_json
+from config.ports import free_port
 from extraction.models import ExtractionRun
 from extraction.scheduling import mailboxes_claim_due
 from integrations.models import Integration, PushChannel
@@ -40,9 +40,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # closed again when the socket is: nothing listens there
+    return free_port()  # nothing listens there
 
 
 class Web:
