@@ -6,7 +6,7 @@ PYTHON ?= python3
 UV := $(PYTHON) -m uv
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test check setup browser lint typecheck pytest bench screenshot stop clean
+.PHONY: run test check setup browser imap lint typecheck pytest bench screenshot stop clean
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || { echo "Installing uv (the package manager), once…"; $(PYTHON) -m pip install --quiet uv; }
@@ -21,7 +21,15 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing and cannot be installed here: browser tests will be skipped"; fi; }
 
-run: setup
+# Debian's Dovecot for the IMAP tests, benchmark and demo mailbox (sandbox/dovecot.py starts its own instances).
+imap:
+	@[ -x /usr/sbin/dovecot ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "Installing Debian's dovecot-imapd for the IMAP tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dovecot-imapd >/dev/null; \
+	  else echo "dovecot-imapd is missing and cannot be installed here: IMAP tests will be skipped"; fi; }
+
+run: setup imap
 	@$(UV) run python -m config.run
 
 lint: setup
@@ -37,12 +45,12 @@ typecheck: setup
 TEST_WORKERS ?= 4
 PYTEST := $(UV) run pytest -n $(TEST_WORKERS) --junitxml=.local/test-results.xml
 
-pytest: setup browser
+pytest: setup browser imap
 	$(PYTEST)
 
 # mypy runs beside pytest (its half minute on one core, while pytest starts its workers): its lines come when it
 # ends, among pytest's first dots, and either failing fails the command.
-test: lint setup browser
+test: lint setup browser imap
 	@$(UV) run mypy . & types=$$!; \
 	$(PYTEST); tests=$$?; \
 	wait $$types; typed=$$?; \
@@ -50,7 +58,7 @@ test: lint setup browser
 	[ $$tests = 0 ] && [ $$typed = 0 ]
 
 # The inner loop: lint, types and every test not marked slow (no browser, no process, no benchmark).
-check: lint typecheck
+check: lint typecheck imap
 	$(PYTEST) -m "not slow"
 
 bench: setup

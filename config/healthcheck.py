@@ -6,6 +6,7 @@ with one line saying why (compose.yaml's healthchecks; docs/deploy.md, "Health")
 - `worker`: a Celery worker of this host (its node name ends `@<hostname>`) wrote its heartbeat within
   READYZ_WORKER_SECONDS (config/heartbeat.py).
 - `beat`: beat ticked within READYZ_BEAT_SECONDS.
+- `imap-idle`: the `imap-idle` process of IMAP_IDLE_SHARD read its list of mailboxes within three of its refreshes.
 - `supervise STATUS_FILE`: every process of `config.supervise --status-file` runs, none given up on.
 """
 
@@ -75,6 +76,19 @@ def check_beat() -> str | None:
     return None
 
 
+def check_imap_idle() -> str | None:
+    _django()
+    from django.conf import settings
+
+    from config.heartbeat import imap_idle_tick_age
+
+    within = 3 * settings.IMAP_IDLE_REFRESH_SECONDS
+    age = imap_idle_tick_age(settings.IMAP_IDLE_SHARD)
+    if age is None or age > within:
+        return f"the imap-idle process of shard {settings.IMAP_IDLE_SHARD} has not read its mailboxes within {within} s"
+    return None
+
+
 def check_supervise(status_file: str) -> str | None:
     try:
         processes = json.loads(Path(status_file).read_text())["processes"]
@@ -92,8 +106,9 @@ def main(argv: list[str]) -> int:
     role = argv[0] if argv else ""
     if role == "supervise" and len(argv) == 2:
         problem = check_supervise(argv[1])
-    elif role in ("web", "worker", "beat") and len(argv) == 1:
-        problem = {"web": check_web, "worker": check_worker, "beat": check_beat}[role]()
+    elif role in ("web", "worker", "beat", "imap-idle") and len(argv) == 1:
+        checks = {"web": check_web, "worker": check_worker, "beat": check_beat, "imap-idle": check_imap_idle}
+        problem = checks[role]()
     else:
         print("usage: python -m config.healthcheck web|worker|beat|supervise STATUS_FILE", file=sys.stderr)
         return 2

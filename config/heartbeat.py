@@ -44,6 +44,7 @@ def readiness_key(name: str) -> str:
 
 
 WORKERS_KEY = "workers"  # a sorted set: one member per worker process, scored by its last beat
+IMAP_IDLE_TICK_KEY = "imap-idle-tick"
 BEAT_TICK_KEY = "beat-tick"  # the time of the lock holder's last tick
 BEAT_LOCK_KEY = "beat-lock"  # config/beat.py
 
@@ -86,6 +87,16 @@ def beat_tick_record() -> None:
 def beat_tick_age() -> float | None:
     """Seconds since the lock-holding beat last ticked, or None if none has ticked for a day."""
     value = readiness_redis().get(readiness_key(BEAT_TICK_KEY))
+    return None if value is None else max(0.0, time.time() - float(value))
+
+
+def imap_idle_tick_record(shard: int) -> None:
+    """The `imap-idle` process of `shard` is alive and has read its list of mailboxes (integrations/imapidle.py)."""
+    readiness_redis().set(readiness_key(f"{IMAP_IDLE_TICK_KEY}:{shard}"), repr(time.time()), ex=86_400)
+
+
+def imap_idle_tick_age(shard: int) -> float | None:
+    value = readiness_redis().get(readiness_key(f"{IMAP_IDLE_TICK_KEY}:{shard}"))
     return None if value is None else max(0.0, time.time() - float(value))
 
 

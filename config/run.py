@@ -48,8 +48,8 @@ from config.supervise import (
 
 DEMO_PASSWORD = "tasklift-demo"
 ADMIN_PASSWORD = "tasklift-admin"
-STOP_ORDER = ("beat", "worker", "web", "sandbox")
-RESTARTED = ("worker", "beat")  # started again when they exit; the others exiting stops everything
+STOP_ORDER = ("imap-idle", "beat", "worker", "web", "dovecot", "sandbox")
+RESTARTED = ("worker", "beat", "imap-idle")  # started again when they exit; the others exiting stops everything
 PIDS_FILE = "run.pids"
 
 
@@ -78,7 +78,10 @@ def main() -> None:
     call_command("seed_demo", password=DEMO_PASSWORD, admin_password=ADMIN_PASSWORD)
     call_command("metrics_clear", verbosity=0)  # no process of ours runs yet (stop_leftovers)
 
+    imap_command, imap_offer = _demo_imap(local_dir)
     commands = _commands(port)
+    if imap_command is not None:
+        commands = {"dovecot": imap_command, **commands}
     logs = local_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     children: dict[str, subprocess.Popen[bytes]] = {}
@@ -130,6 +133,8 @@ def main() -> None:
             say(_tail(logs / f"{failed}.log"))
         stop_all(code=1)
     _push_ready(url, sandboxed="sandbox" in commands)
+    if imap_command is None:
+        say(imap_offer)
     sandbox = f"  Sandbox:     {settings.SANDBOX_URL}/_sandbox/requests\n" if "sandbox" in commands else ""
     say(
         f"\nLogs of every process are in {logs}/.\n\n"
@@ -138,6 +143,7 @@ def main() -> None:
         f"  Admin login: admin@tasklift.test / {ADMIN_PASSWORD}  ({url}/admin/)\n"
         f"  Health:      {url}/healthz\n"
         f"{sandbox}"
+        f"{imap_offer if imap_command else ''}"
         "  Ctrl-C stops every process.\n"
     )
     failures: dict[str, int] = {}
@@ -185,7 +191,48 @@ def _commands(port: str) -> dict[str, list[str]]:
     procfile = procfile_read(ROOT / "Procfile")  # beat's schedule file: CELERY_BEAT_SCHEDULE_FILENAME
     commands["worker"] = shell_command(procfile["worker"])
     commands["beat"] = shell_command(procfile["beat"])
+    commands["imap-idle"] = shell_command(procfile["imap-idle"])
     return commands
+
+
+DEMO_IMAP_PASSWORD = "tasklift-imap-demo"
+
+
+def _port_or_free(port: int) -> int:
+    """`port` when nothing listens there, else another free one (a second checkout beside the first)."""
+    import socket
+
+    from config.ports import free_port
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return free_port()
+    return port
+
+
+def _demo_imap(local_dir: Path) -> tuple[list[str] | None, str]:
+    """The demo IMAP server (Debian's Dovecot, sandbox/dovecot.py) and the line that offers it; or None and the
+    line that says why there is none. Its certificate is the one IMAP_CA_BUNDLE names for every process."""
+    from sandbox.dovecot import dovecot_missing
+
+    missing = dovecot_missing()
+    if missing:
+        return None, f"No demo IMAP mailbox: {missing}."
+    port = os.environ.get("DEMO_IMAP_PORT") or str(_port_or_free(8993))
+    os.environ["IMAP_CA_BUNDLE"] = str(local_dir / "dovecot" / "ca.pem")
+    os.environ["IMAP_ALLOW_PRIVATE_HOSTS"] = "true"  # the demo server is on this machine
+    command = [
+        sys.executable, "-m", "sandbox.dovecot", "--root", str(local_dir / "dovecot" / "server"),
+        "--ca-file", os.environ["IMAP_CA_BUNDLE"], "--port", port, "--user", "demo@imap.tasklift.test",
+        "--password", DEMO_IMAP_PASSWORD,
+    ]  # fmt: skip
+    offer = (
+        f"  Demo IMAP:   Mailboxes → Another mailbox → Another server: 127.0.0.1, port {port}, TLS, "
+        f"demo@imap.tasklift.test / {DEMO_IMAP_PASSWORD}\n"
+    )
+    return command, offer
 
 
 def _push_ready(url: str, *, sandboxed: bool) -> None:

@@ -294,6 +294,24 @@ GEMINI_BASE_URL = f"{SANDBOX_URL}/" if GEMINI_SIMULATED else ""
 if GEMINI_SIMULATED:
     GEMINI_API_KEY = "sandbox-gemini-key"
 GEMINI_CA_BUNDLE = SANDBOX_CA_BUNDLE if GEMINI_SIMULATED and _SANDBOX_TLS else ""  # empty: the system's store
+# IMAP mailboxes (integrations/providers/imap.py): TLS always, certificates always checked against the system's
+# trust store, or against this PEM file alone (a local server's CA in development and tests; there is no setting
+# that turns checking off). How long a server may take to connect or answer one command.
+IMAP_CA_BUNDLE = env_str("IMAP_CA_BUNDLE")
+IMAP_TIMEOUT_SECONDS = env_int("IMAP_TIMEOUT_SECONDS", 30, minimum=1)
+# The connect form names the server: a private address (loopback, the local network) only where the operator
+# allows it (a self-hosted Tasklift beside its own mail server, Proton Mail Bridge on the same machine; tests and
+# `make run` with their Dovecot). Tries of the form per person per hour.
+IMAP_ALLOW_PRIVATE_HOSTS = env_bool("IMAP_ALLOW_PRIVATE_HOSTS", False)
+IMAP_CONNECT_TRIES_PER_HOUR = env_int("IMAP_CONNECT_TRIES_PER_HOUR", 20, minimum=1)
+# The `imap-idle` process (integrations/imapidle.py): IDLE connections held per process, which share of the
+# mailboxes it watches (mailbox id modulo IMAP_IDLE_SHARDS), how often IDLE is renewed (servers end it at 30
+# minutes) and how often the list of mailboxes is read again.
+IMAP_IDLE_MAX_CONNECTIONS = env_int("IMAP_IDLE_MAX_CONNECTIONS", 500, minimum=1)
+IMAP_IDLE_SHARDS = env_int("IMAP_IDLE_SHARDS", 1, minimum=1)
+IMAP_IDLE_SHARD = env_int("IMAP_IDLE_SHARD", 0)
+IMAP_IDLE_RENEW_SECONDS = env_int("IMAP_IDLE_RENEW_SECONDS", 25 * 60, minimum=1)
+IMAP_IDLE_REFRESH_SECONDS = env_int("IMAP_IDLE_REFRESH_SECONDS", 30, minimum=1)
 GEMINI_MODEL = env_str("GEMINI_MODEL", "gemini-2.5-flash")
 GEMINI_TIMEOUT_S = env_int("GEMINI_TIMEOUT_S", 60, minimum=1)
 GEMINI_MAX_ATTEMPTS = env_int("GEMINI_MAX_ATTEMPTS", 4, minimum=1)

@@ -24,6 +24,7 @@ PER_RUN_ENV = (
     "SANDBOX_URL",
     "SANDBOX_TLS_URL",
     "MICROSOFT_CA_BUNDLE",
+    "IMAP_CA_BUNDLE",
 )
 _run = os.environ.get("PYTEST_XDIST_WORKER", "")
 if os.environ.get("TASKLIFT_TEST_RUN", _run) != _run:
@@ -37,6 +38,9 @@ os.environ.setdefault("TEST_DATABASE_NAME", f"test_tasklift_{os.getpid()}")
 os.environ.setdefault("SANDBOX_URL", f"http://127.0.0.1:{_free_port()}")
 os.environ.setdefault("SANDBOX_TLS_URL", f"https://127.0.0.1:{_free_port()}")
 os.environ.setdefault("MICROSOFT_CA_BUNDLE", f"{tempfile.gettempdir()}/tasklift-test-{os.getpid()}-tls-cert.pem")
+# The test Dovecot's certificate (sandbox/dovecot.py writes it where this says)
+os.environ.setdefault("IMAP_CA_BUNDLE", f"{tempfile.gettempdir()}/tasklift-test-{os.getpid()}-imap-ca.pem")
+os.environ.setdefault("IMAP_ALLOW_PRIVATE_HOSTS", "true")  # the test Dovecot is on 127.0.0.1
 for name in ("GOOGLE_CLIENT_ID", "GEMINI_API_KEY", "MICROSOFT_CLIENT_ID"):
     os.environ.pop(name, None)  # tests always run against the sandbox
 os.environ.setdefault("GEMINI_RETRY_INITIAL_DELAY_S", "0.01")

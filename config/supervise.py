@@ -49,6 +49,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -64,7 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
 HEALTHY_AFTER_S = 60.0  # a process that ran this long starts again after the first pause, not a longer one
-GRACE_S = {"web": 35.0, "worker": 600.0, "beat": 10.0}
+GRACE_S = {"web": 35.0, "worker": 600.0, "beat": 10.0, "imap-idle": 10.0}
 GRACE_DEFAULT_S = 30.0
 # A process that forks its own processes: its count is how many it forks, through this variable.
 FORKS_ITSELF = {"web": "WEB_CONCURRENCY"}
@@ -83,7 +84,7 @@ def procfile_read(path: Path) -> dict[str, str]:
         if not line or line.startswith("#"):
             continue
         name, colon, command = line.partition(":")
-        if not colon or not name.strip().isidentifier() or not command.strip():
+        if not colon or not re.fullmatch(r"[A-Za-z_][\w-]*", name.strip()) or not command.strip():
             raise ValueError(f"{path}:{number}: expected `name: command`, got {line!r}")
         processes[name.strip()] = command.strip()
     return processes

@@ -66,6 +66,7 @@ urlpatterns = [
     path("settings/bulk-mail", account_views.settings_bulk_mail, name="settings_bulk_mail"),
     path("integrations/google/connect", integration_views.google_connect, name="google_connect"),
     path("integrations/google/callback", integration_views.google_callback, name="google_callback"),
+    path("integrations/imap/connect", integration_views.imap_connect_page, name="imap_connect"),
     path("integrations/microsoft/connect", integration_views.microsoft_connect, name="microsoft_connect"),
     path("integrations/microsoft/callback", integration_views.microsoft_callback, name="microsoft_callback"),
     path("webhooks/gmail", webhooks.gmail_push, name="webhook_gmail"),

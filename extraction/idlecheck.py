@@ -27,7 +27,7 @@ from accounts.models import AIConsent
 from extraction.models import ExtractionRun, ProcessedEmail
 from extraction.scheduling import extraction_runs_request_many
 from integrations.models import FIRST_READ, Integration, PushChannel, SyncCursor
-from integrations.providers.base import FOLDERS, CursorExpired, Folder, MailProvider, ProviderError
+from integrations.providers.base import FOLDERS, CursorExpired, Folder, MailProvider, ProviderError, provider_close
 from integrations.services import (
     cursor_fits,
     integration_mark_failed,
@@ -89,6 +89,8 @@ def mailboxes_idle_check(*, integration_ids: list[int], now: datetime | None = N
         _prepare(box)
     with ThreadPoolExecutor(max_workers=CHECK_THREADS) as pool:
         list(pool.map(_ask, [b for b in boxes if b.provider is not None and not b.needs_run]))
+    for box in boxes:
+        provider_close(box.provider)
     _compare_with_ledger([b for b in boxes if b.listed and not b.needs_run])
     result.checked = len(boxes)
     result.calls = sum(b.calls for b in boxes)

@@ -119,6 +119,7 @@ class ExtractionPipeline:
                 "The run stopped on an unexpected error. No mailbox position was moved; the next run retries.",
             )
         finally:
+            self.reader.close()
             if self.lease_given_back:
                 lease_unlock(user_id=self.run.user_id, token=token)
             else:

@@ -49,6 +49,7 @@ from integrations.providers.base import (
     ProviderError,
     ProviderNotFound,
     ProviderRateLimited,
+    provider_close,
 )
 from integrations.services import cursor_fits, integration_mark_failed, integration_provider
 
@@ -460,6 +461,11 @@ class MailboxReader:
             mailbox.integration.pk,
             extra={"integration_id": mailbox.integration.pk},
         )
+
+    def close(self) -> None:
+        """Let go of the mailboxes' connections (an IMAP server's; the HTTP providers hold none to close)."""
+        for provider in {id(m.provider): m.provider for m in self.mailboxes if m.provider is not None}.values():
+            provider_close(provider)
 
     def reports(self) -> dict[str, dict[str, Any]]:
         """What the run record says of each mailbox, by integration id (and ":sent" for its Sent mail)."""

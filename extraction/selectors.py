@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -200,11 +201,11 @@ def mailbox_status_list(*, user: User) -> list[MailboxStatus]:
 
 
 def _set_aside(integration: Integration, entry: ProcessedEmail) -> SetAside:
-    link = (
-        gmail_web_link(integration.account_address, entry.message_id)
-        if integration.provider == Integration.Provider.GMAIL
-        else outlook_web_link(entry.message_id)
-    )
+    links: dict[str, Callable[[], str]] = {
+        Integration.Provider.GMAIL: lambda: gmail_web_link(integration.account_address, entry.message_id),
+        Integration.Provider.OUTLOOK: lambda: outlook_web_link(entry.message_id),
+    }
+    link = links[integration.provider]() if integration.provider in links else ""  # IMAP has no web client
     reason = quarantine_reason(entry.last_error, integration)
     return SetAside(entry.message_id, reason, link, entry.updated_at, sender=entry.sender, subject=entry.subject)
 

@@ -16,6 +16,7 @@ class Integration(TimeStampedModel):
     class Provider(models.TextChoices):
         GMAIL = "gmail", "Gmail"
         OUTLOOK = "outlook", "Outlook"
+        IMAP = "imap", "IMAP"
 
     class Status(models.TextChoices):
         ACTIVE = "active", "Active"

@@ -26,6 +26,7 @@ from integrations.providers.base import (
     ProviderRateLimited,
 )
 from integrations.providers.gmail import GmailProvider, gmail_credentials
+from integrations.providers.imap import ImapAccount, ImapProvider
 from integrations.providers.outlook import OutlookProvider
 
 logger = logging.getLogger(__name__)
@@ -40,11 +41,16 @@ GMAIL_FILTER = "gmail:v1:history:messageAdded,labelAdded:INBOX"
 OUTLOOK_FILTER = "graph:v1.0:mailFolders/inbox/messages/delta:immutable-ids:select=receivedDateTime"
 GMAIL_SENT_FILTER = "gmail:v1:history:messageAdded,labelAdded:SENT"
 OUTLOOK_SENT_FILTER = "graph:v1.0:mailFolders/sentitems/messages/delta:immutable-ids:select=receivedDateTime"
+# IMAP: the UIDs from a folder's UIDNEXT on (the Inbox; Sent mail's folder by SPECIAL-USE, else its usual names).
+IMAP_FILTER = "imap:v1:uid-from-uidnext:INBOX"
+IMAP_SENT_FILTER = "imap:v1:uid-from-uidnext:special-use-sent"
 CURSOR_FILTERS: dict[tuple[str, str], str] = {
     (Integration.Provider.GMAIL, SyncCursor.Purpose.TASK_EXTRACTION): GMAIL_FILTER,
     (Integration.Provider.OUTLOOK, SyncCursor.Purpose.TASK_EXTRACTION): OUTLOOK_FILTER,
     (Integration.Provider.GMAIL, SyncCursor.Purpose.SENT_MAIL): GMAIL_SENT_FILTER,
     (Integration.Provider.OUTLOOK, SyncCursor.Purpose.SENT_MAIL): OUTLOOK_SENT_FILTER,
+    (Integration.Provider.IMAP, SyncCursor.Purpose.TASK_EXTRACTION): IMAP_FILTER,
+    (Integration.Provider.IMAP, SyncCursor.Purpose.SENT_MAIL): IMAP_SENT_FILTER,
 }
 
 
@@ -135,6 +141,8 @@ def integration_provider(*, integration: Integration) -> MailProvider:
         return GmailProvider(gmail_credentials_load(credentials), address=integration.account_address)
     if integration.provider == Integration.Provider.OUTLOOK:
         return OutlookProvider(MicrosoftTokenSource(credentials), address=integration.account_address)
+    if integration.provider == Integration.Provider.IMAP:
+        return ImapProvider(ImapAccount.load(credentials), address=integration.account_address)
     raise ProviderError(f"{integration.get_provider_display()} is not supported.")
 
 
@@ -187,6 +195,25 @@ def outlook_connect(*, user: User, msal_cache: str, home_account_id: str, access
         address=address,
         credentials={"msal_cache": msal_cache, "home_account_id": home_account_id},
         cursor=provider.initial_cursor(),
+        backfill=[],
+    )
+
+
+def imap_connect(*, user: User, account: ImapAccount, address: str) -> Integration:
+    """Store an IMAP mailbox whose sign-in was just tested: its Inbox cursor starts at the mail received in the
+    last MAIL_BACKFILL_DAYS (the first run reads it as the backfill, bounded), its password encrypted with the
+    rest of what the person gave."""
+    provider = ImapProvider(account, address=address)
+    try:
+        cursor = provider.initial_cursor(timezone.now() - timedelta(days=settings.MAIL_BACKFILL_DAYS))
+    finally:
+        provider.close()
+    return _integration_store(
+        user=user,
+        provider=Integration.Provider.IMAP,
+        address=address,
+        credentials=account.dump(),
+        cursor=cursor,
         backfill=[],
     )
 

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.selectors import consent_in_force
 from accounts.verification import email_verified_required
+from config.crypto import SecretUnreadable
 from config.errors import ApplicationError, RateLimitedError
 from config.http import request_user
 from extraction.models import ExtractionRun
@@ -32,13 +33,26 @@ from extraction.selectors import (
     skipped_list,
 )
 from extraction.services import always_read_sender, extraction_run_request, ledger_read_anyway, ledger_replay
+from integrations.imapconnect import (
+    PRESETS,
+    ConnectRefused,
+    ImapConnectForm,
+    imap_connect_count,
+    imap_connection_test,
+)
 from integrations.models import Integration
 from integrations.oauth.google import GoogleOAuthFlow
 from integrations.oauth.microsoft import MicrosoftOAuthFlow
 from integrations.providers.base import ProviderError
 from integrations.push import push_enabled
 from integrations.selectors import integration_get
-from integrations.services import gmail_connect, integration_disconnect, outlook_connect
+from integrations.services import (
+    gmail_connect,
+    imap_connect,
+    integration_credentials,
+    integration_disconnect,
+    outlook_connect,
+)
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,10 @@ def _problem(integration: Integration) -> tuple[str, str, bool]:
     record and the logs)."""
     provider = integration.get_provider_display()
     code = integration.last_error_code
+    if integration.provider == Integration.Provider.IMAP and (
+        integration.status == Integration.Status.NEEDS_REAUTH or code == "provider_auth"
+    ):
+        return "The mail server no longer accepts the app password Tasklift has for this mailbox.", "", True
     if integration.status == Integration.Status.NEEDS_REAUTH or code == "provider_auth":
         return (
             f"{provider} no longer lets Tasklift read this mailbox (its access was revoked or has expired).",
@@ -339,3 +357,69 @@ def microsoft_callback(request: HttpRequest) -> HttpResponse:
         return redirect("mailboxes")
     messages.success(request, f"Outlook {integration.account_address} is connected.")
     return redirect("mailboxes")
+
+
+@login_required
+@email_verified_required
+def imap_connect_page(request: HttpRequest) -> HttpResponse:
+    """Connect a mailbox by IMAP: "Test the connection" signs in and says what it found; "Connect" tests again
+    and saves. Nothing is stored before a test succeeds. GET ?mailbox=ID fills the form from a connected
+    IMAP mailbox (its reconnect: everything but the password)."""
+    user = request_user(request)
+    tested, status = "", 200
+    if request.method == "POST":
+        form = ImapConnectForm(request.POST)
+        if form.is_valid():
+            try:
+                imap_connect_count(user_id=user.pk)
+                result = imap_connection_test(account := form.account())
+            except RateLimitedError as error:
+                form.add_error(None, error.message)
+                status = 429
+            except ConnectRefused as refused:
+                form.add_error("password" if refused.code == "auth" else None, refused.message)
+                status = 400
+            else:
+                address = form.cleaned_data["address"]
+                if request.POST.get("action") != "connect":
+                    tested = result.sentence(address)
+                else:
+                    integration = imap_connect(user=user, account=account, address=address)
+                    messages.success(request, f"{result.sentence(address)} Its mail is read from now on.")
+                    return redirect(f"{reverse('mailboxes')}#mailbox-{integration.pk}")
+        else:
+            status = 400
+    else:
+        form = ImapConnectForm(initial=_imap_initial(request))
+    context = {"form": form, "tested": tested, "presets": PRESETS}
+    return render(request, "integrations/imap_connect.html", context, status=status)
+
+
+def _imap_initial(request: HttpRequest) -> dict[str, object]:
+    """The form's values for reconnecting one of the person's IMAP mailboxes (its password is not shown)."""
+    mailbox = request.GET.get("mailbox", "")
+    integration = (
+        Integration.objects.filter(
+            pk=int(mailbox), user=request_user(request), provider=Integration.Provider.IMAP
+        ).first()
+        if mailbox.isdigit()
+        else None
+    )
+    if integration is None:
+        return {}
+    try:
+        saved = integration_credentials(integration=integration)
+    except SecretUnreadable:  # its key was removed: the form starts from the address alone
+        saved = {}
+    preset = next(
+        (k for k, p in PRESETS.items() if (p.host, p.port) == (saved.get("host"), saved.get("port"))), "other"
+    )
+    username = saved.get("username", "")
+    return {
+        "preset": preset,
+        "address": integration.account_address,
+        "username": "" if username == integration.account_address else username,
+        "host": saved.get("host", ""),
+        "port": saved.get("port"),
+        "security": saved.get("security", "tls"),
+    }

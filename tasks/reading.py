@@ -32,6 +32,7 @@ from integrations.providers.base import (
     ProviderError,
     ProviderNotFound,
     ProviderRateLimited,
+    provider_close,
 )
 from integrations.services import (
     integration_mark_failed,
@@ -155,6 +156,7 @@ def _fetch(source: _Source) -> Email:
         raise EmailUnavailable(_problem(error, integration), code=error.code, link=source.link) from error
     finally:
         if provider is not None:
+            provider_close(provider)
             integration_save_refreshed_credentials(integration=integration, provider=provider)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,8 +22,10 @@ from extraction.models import ExtractionRun
 from extraction.pipeline import extraction_run_execute
 from integrations.models import Integration, SyncCursor
 from integrations.providers.gmail import gmail_credentials
+from integrations.providers.imap import ImapAccount
 from integrations.services import gmail_connect
 from sandbox.client import SandboxClient
+from sandbox.dovecot import Dovecot, dovecot_missing
 from sandbox.server import SandboxServer
 from tests.databases import end_other_sessions, template_database
 from tests.factories import UserFactory
@@ -68,6 +71,19 @@ def sandbox_server() -> Iterator[SandboxServer]:
     yield server
     server.stop()
     Path(settings.MICROSOFT_CA_BUNDLE).unlink(missing_ok=True)  # a file of this test run only
+
+
+@pytest.fixture(scope="session")
+def dovecot() -> Iterator[Dovecot]:
+    """A real IMAP server (Debian's Dovecot, sandbox/dovecot.py) for this test run, its certificate written
+    where settings.IMAP_CA_BUNDLE says. Each test that uses it makes users of its own."""
+    missing = dovecot_missing()
+    if missing:
+        pytest.skip(missing)
+    server = Dovecot(ca_path=Path(settings.IMAP_CA_BUNDLE)).start()
+    yield server
+    server.stop()
+    Path(settings.IMAP_CA_BUNDLE).unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -207,6 +223,56 @@ def approve_consent_page(http: requests.Session, authorize_url: str, address: st
     answer = http.post(base + action, data=fields, allow_redirects=False, timeout=10)
     assert answer.status_code in (302, 303), answer.text
     return {k: v[0] for k, v in parse_qs(urlsplit(answer.headers["Location"]).query).items()}
+
+
+@dataclass
+class ImapBox:
+    """A Dovecot mailbox connected to a Tasklift user over IMAP."""
+
+    dovecot: Dovecot
+    address: str
+    password: str
+    integration: Integration
+
+    def deliver(self, raw: str | bytes, *, at: datetime | None = None, folder: str = "INBOX") -> str:
+        """Put the message in `folder` (APPEND); its id as Tasklift keys it (its Message-ID)."""
+        self.dovecot.deliver(self.address, raw, folder=folder, at=at)
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        found = re.search(r"^Message-ID:\s*<?([^>\r\n]+)>?", text, re.IGNORECASE | re.MULTILINE)
+        assert found, "test mail for IMAP carries a Message-ID"
+        return found[1].strip()
+
+    @property
+    def cursor(self) -> str:
+        return SyncCursor.objects.get(integration=self.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).value
+
+    @property
+    def sent_cursor(self) -> str | None:
+        cursor = SyncCursor.objects.filter(integration=self.integration, purpose=SyncCursor.Purpose.SENT_MAIL).first()
+        return cursor.value if cursor else None
+
+    def account(self, **changes: Any) -> ImapAccount:
+        fields = {"host": "127.0.0.1", "port": self.dovecot.tls_port, "security": "tls", "username": self.address}
+        return ImapAccount(**{**fields, "password": self.password, **changes})
+
+
+def connect_imap(dovecot: Dovecot, user: User, address: str | None = None) -> ImapBox:
+    """A new Dovecot user (a unique address unless given), connected as the connect form does."""
+    from integrations.services import imap_connect
+
+    address = address or f"person-{uuid.uuid4().hex[:10]}@imap.example.org"
+    password = f"app-password-{uuid.uuid4().hex[:8]}"
+    dovecot.add_user(address, password)
+    box = ImapBox(dovecot=dovecot, address=address, password=password, integration=None)  # type: ignore[arg-type]
+    box.integration = imap_connect(user=user, account=box.account(), address=address)
+    return box
+
+
+@pytest.fixture
+def imap(dovecot: Dovecot, sandbox: SandboxClient, consenting_user: User) -> ImapBox:
+    """An empty Dovecot mailbox of a consenting user, connected over IMAP (TLS, verified); Gemini is the
+    sandbox's, as always."""
+    return connect_imap(dovecot, consenting_user)
 
 
 @dataclass

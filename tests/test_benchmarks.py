@@ -196,3 +196,17 @@ def test_reminders_ring_each_once_by_email_and_web_push_under_a_kill() -> None: 
     assert figures["sent"] == figures["email_sent"] == 300 and figures["worker_killed"]
     assert figures["web_push_sent"] == figures["push_reminders"] > 0
     assert figures["statements_per_reminder"] > 0
+
+
+def test_imap_reads_checks_and_idles_against_dovecot() -> None:  # about 15 s
+    from sandbox.dovecot import dovecot_missing
+
+    if dovecot_missing():
+        pytest.skip(str(dovecot_missing()))
+    code, figures = run_benchmark("imap", "--emails", "30", "--mailboxes", "5", "--idle-emails", "3")
+    # the default form's checks, in short, but the timed one (a loaded machine moves it)
+    assert set(figures["checks_failed"]) <= {"IDLE freshness p95 <= 5 s"}, figures["checks_failed"]
+    assert code == (1 if figures["checks_failed"] else 0)
+    assert figures["gemini_calls"] == 3 and figures["tasks_created"] > 0
+    assert figures["idle_connections"] == 6 and figures["idle_freshness_p95_s"] > 0
+    assert (figures["lost"], figures["duplicates"], figures["writes_sent"]) == (0, 0, 0)

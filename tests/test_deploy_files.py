@@ -25,6 +25,7 @@ UNITS = {
     "web": "tasklift-web.service",
     "worker": "tasklift-worker@.service",
     "beat": "tasklift-beat.service",
+    "imap-idle": "tasklift-imap-idle.service",
 }
 
 
@@ -44,8 +45,8 @@ def seconds(value: str) -> int:
     return int(number) * (60 if unit in ("m", "min") else 1)
 
 
-def test_the_procfile_lists_web_worker_and_beat() -> None:
-    assert set(procfile_commands()) == {"web", "worker", "beat"}
+def test_the_procfile_lists_web_worker_beat_and_imap_idle() -> None:
+    assert set(procfile_commands()) == {"web", "worker", "beat", "imap-idle"}
 
 
 def test_each_systemd_unit_runs_its_procfile_command_from_the_virtualenv() -> None:
@@ -176,9 +177,10 @@ def test_the_image_installs_the_lock_without_the_dev_group_and_collects_static_f
     assert any("uv sync --frozen --no-dev" in run for run in runs)
     collect = next(run for run in runs if "collectstatic --noinput" in run)
     assert "TASKLIFT_MODE=production" in collect  # the manifest production serves, not development's plain copy
-    # What the Procfile runs is a main dependency, installed without the dev group.
+    # What the Procfile runs is a main dependency, installed without the dev group (or the virtualenv's python).
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {re.match(r"[A-Za-z0-9_.-]+", requirement)[0].lower() for requirement in project["dependencies"]}  # type: ignore[index]
+    names.add("python")
     for command in procfile_commands().values():
         assert shlex.split(command)[0] in names, command
 

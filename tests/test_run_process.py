@@ -47,6 +47,7 @@ def checkout_env(local_dir: Path) -> dict[str, str]:
         PORT=str(free_port()),
         SANDBOX_URL=f"http://127.0.0.1:{free_port()}",
         SANDBOX_TLS_URL=f"https://127.0.0.1:{free_port()}",
+        DEMO_IMAP_PORT=str(free_port()),  # not 8993, which a `make run` of another test may hold
         PYTHONUNBUFFERED="1",
     )
     return env

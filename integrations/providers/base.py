@@ -160,3 +160,10 @@ class MailProvider(Protocol):
         One message failing does not fail the others: it is in `failed`. Raises only for what concerns the
         whole mailbox (its sign-in refused, throttling, the service unreachable)."""
         ...
+
+
+def provider_close(provider: object) -> None:
+    """Close what a provider holds open (an IMAP connection: its `close` never raises), if anything."""
+    close = getattr(provider, "close", None)
+    if callable(close):
+        close()

@@ -164,3 +164,18 @@
   document.addEventListener("click", function () { setTimeout(askAgain, 0); }); // a row's menu closed
   document.addEventListener("keyup", function (event) { if (event.key === "Escape") setTimeout(askAgain, 0); });
 })();
+
+// The IMAP connect form (templates/integrations/imap_connect.html): a preset names the server, so its fields are
+// shown only for "Another server". Without JavaScript they show always, and the server ignores them for a preset.
+(function () {
+  var preset = document.getElementById("id_preset");
+  if (!preset) return;
+  function show() {
+    ["host", "port", "security"].forEach(function (name) {
+      var field = document.querySelector('#imap-form [data-field="' + name + '"]');
+      if (field) field.hidden = preset.value !== "other";
+    });
+  }
+  preset.addEventListener("change", show);
+  show();
+})();

@@ -309,13 +309,24 @@ def connect_outlook(page: Any, live_site: str, *, sandbox_url: str, tenant: str 
     expect_mailbox_active(page, "Outlook")
 
 
+NARROW_PX = 760  # static/css/app.css: at this width and under, the navigation is behind "Menu"
+
+
+def open_navigation(page: Any) -> None:
+    """On a phone, open the header's Menu (the navigation is behind it); on a wide screen there is nothing to do.
+    Told by the viewport, as the stylesheet's media query tells it, not by whether the button looks visible at one
+    instant: a page whose stylesheet was still being applied showed it for a moment at 1280 px, and the click
+    that followed waited for a button that was no longer there."""
+    toggle = page.locator("#nav-toggle")
+    if page.viewport_size["width"] <= NARROW_PX and toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+
+
 def press_extract_now(page: Any, live_site: str) -> str:
     """Home (no task yet) → Extract now → wait until the run has finished; returns how it ended."""
     from playwright.sync_api import expect
 
-    toggle = page.locator("#nav-toggle")  # the navigation is behind "Menu" on a phone
-    if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
-        toggle.click()
+    open_navigation(page)
     page.get_by_role("link", name="Tasks", exact=True).click()
     expect(page).to_have_url(f"{live_site}/")
     expect(page.locator("#mailbox-needed")).to_have_count(0)

@@ -48,6 +48,7 @@ from tests.e2e.conftest import (
     chromium,
     confirm_signup,
     earlier_open,
+    open_navigation,
     press_extract_now,
     push_subscribe_page,
     row_action,
@@ -125,9 +126,7 @@ def snap(page: Page, name: str) -> None:
 
 def nav_to(page: Page, item: str) -> None:
     """Follow a link of the header's navigation, behind "Menu" on a phone, as a person would."""
-    toggle = page.locator("#nav-toggle")
-    if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
-        toggle.click()
+    open_navigation(page)
     page.locator(f"#{item}").click()
 
 

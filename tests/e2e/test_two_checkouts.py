@@ -68,6 +68,7 @@ class Checkout:
     port: int = field(default_factory=free_port)
     sandbox_port: int = field(default_factory=free_port)
     tls_port: int = field(default_factory=free_port)
+    imap_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -88,6 +89,7 @@ class Checkout:
             PORT=str(self.port),  # and SITE_URL follows it: `make run` derives it from PORT
             SANDBOX_URL=self.sandbox_url,
             SANDBOX_TLS_URL=f"https://127.0.0.1:{self.tls_port}",
+            DEMO_IMAP_PORT=str(self.imap_port),  # both start at once: each its own demo IMAP server's port
             TASKLIFT_LOCAL_DIR=str(self.local_dir),
             DJANGO_SETTINGS_MODULE="config.settings",
         )
