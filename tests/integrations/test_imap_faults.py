@@ -364,3 +364,33 @@ def test_a_run_through_the_proxy_reads_as_from_dovecot_and_sends_only_read_comma
     assert sent <= READ_COMMANDS, sent - READ_COMMANDS
     assert not any(imap.password in line for line in proxy.commands)
     wait_for(lambda: proxy.open_connections() == 0, timeout=5, what="the run's connection logged out")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_idle_watch_whose_connection_drops_connects_again_and_still_rings(
+    proxy: ImapProxy, imap: ImapBox, consenting_user: User
+) -> None:
+    """The imap-idle process's watch: its connection cut as it starts IDLE comes back after its backoff (1 s
+    first), holds IDLE again, and new mail still rings for a run."""
+    import threading
+
+    from integrations.imapidle import IdleWatcher
+
+    assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
+    cut = proxy.drop(r"^IDLE\b", times=1)
+    logins = sum(1 for c in proxy.commands if c.split()[1:2] == ["LOGIN"])  # the run's
+    watcher = IdleWatcher()
+    serving = threading.Thread(target=watcher.serve, daemon=True)
+    serving.start()
+    try:
+        wait_for(lambda: cut.applied == 1, timeout=10, what="the first IDLE's connection cut")
+        wait_for(lambda: watcher.idling() == [imap.integration.pk], timeout=10, what="IDLE held again")
+        # the watch's first connection, and a new one signed in after the cut
+        assert sum(1 for c in proxy.commands if c.split()[1:2] == ["LOGIN"]) == logins + 2
+        assert proxy.open_connections() == 1  # the cut one is gone
+        imap.deliver(ask(1))
+        wait_for(lambda: watcher.rung >= 1, timeout=10, what="a ring for the new email")
+    finally:
+        watcher.stopping.set()
+        serving.join(timeout=10)
+    assert ExtractionRun.objects.filter(trigger=ExtractionRun.Trigger.WEBHOOK).count() == 1
