@@ -21,6 +21,7 @@ Everything IMAP-specific stays here: callers get `Delta`/`Email` and the typed e
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import imaplib
 import logging
@@ -30,7 +31,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote, unquote
 
 from django.conf import settings
@@ -60,6 +61,7 @@ from integrations.providers.base import (
 logger = logging.getLogger(__name__)
 
 Security = Literal["tls", "starttls"]
+T = TypeVar("T")
 FETCH_CHUNK = 50  # bodies per UID FETCH
 ENVELOPE_CHUNK = 500  # envelopes per UID FETCH when listing
 # Sent mail's folder when the server does not mark it \Sent (SPECIAL-USE, RFC 6154): the usual names.
@@ -181,6 +183,18 @@ def message_key(envelope: Any, internaldate: datetime | None) -> str:
     return ENVELOPE_PREFIX + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:40]
 
 
+def _whole(method: Callable[..., T]) -> Callable[..., T]:
+    """One operation holds the connection throughout: a folder opened by EXAMINE is the one its UIDs are read
+    in, though the run's fetcher threads read the Inbox's and Sent's mail through this one object."""
+
+    @functools.wraps(method)
+    def held(self: ImapProvider, *args: Any, **kwargs: Any) -> T:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return held
+
+
 class ImapProvider:
     provider = "imap"
 
@@ -300,12 +314,14 @@ class ImapProvider:
     def account_address(self) -> str:
         return self.address
 
+    @_whole
     def current_cursor(self, folder: Folder = "inbox") -> str:
         name = self.folder_name(folder)
         if name is None:
             return cursor_for(folder, "0:1:0")  # no Sent folder: nothing to follow (made again if one comes)
         return cursor_for(folder, str(self._named(self._status(name), name)))
 
+    @_whole
     def initial_cursor(self, since: datetime) -> str:
         """The Inbox's cursor at connect: its first delta lists the mail received since `since` and everything
         that comes after (a delta marked backfill, bounded by the caller)."""
@@ -318,6 +334,7 @@ class ImapProvider:
     def fetch_delta(self, cursor: str, *, folder: Folder = "inbox") -> Delta:
         return self.fetch_deltas({folder: cursor})[folder]
 
+    @_whole
     def fetch_deltas(self, cursors: Mapping[Folder, str]) -> dict[Folder, Delta]:
         """Each folder's new mail since its cursor: one STATUS per folder (a Sent cursor names its folder),
         and a folder whose UIDNEXT moved is opened and listed. CursorExpired when a folder's UIDVALIDITY
@@ -353,6 +370,7 @@ class ImapProvider:
     def _named(self, position: Position, name: str) -> Position:
         return replace(position, name="" if name == "INBOX" else name)
 
+    @_whole
     def resync(
         self,
         since: datetime,
@@ -380,6 +398,7 @@ class ImapProvider:
         delta = self._delta(kept, now, folder, first=False)
         return Delta(delta.message_ids, delta.new_cursor, received=delta.received, not_read=len(listing) - len(kept))
 
+    @_whole
     def first_read(self, since: datetime, limit: int, *, folder: Folder = "inbox") -> Delta:
         """A cursor for now (taken first), and the folder's mail received since `since`, the newest `limit`."""
         name = self.folder_name(folder)
@@ -392,6 +411,7 @@ class ImapProvider:
         delta = self._delta(kept, now, folder, first=False)
         return Delta(delta.message_ids, delta.new_cursor, received=delta.received, not_read=len(listing) - len(kept))
 
+    @_whole
     def fetch_emails(self, message_ids: list[str]) -> Fetched:
         """The messages in the order given (repeats dropped), by UID FETCH BODY.PEEK[] in the folder that
         listed them. A message the server will not give (NO/BAD for it, or gone) is in `failed`; a failure
@@ -416,6 +436,7 @@ class ImapProvider:
                 self._fetch_chunk(name, chunk, found, failed)
         return Fetched(emails=[found[m] for m in wanted if m in found], failed=failed)
 
+    @_whole
     def check_folders(self) -> str | None:
         """For "Test the connection": signs in and finds the folders. Returns the Sent folder's name (None:
         the Inbox is read alone)."""

@@ -190,3 +190,33 @@ def test_the_same_message_in_gmail_and_an_imap_mailbox_is_one_task_and_one_conve
     assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
     task.refresh_from_db()
     assert task.status == Task.Status.DONE
+
+
+def test_one_provider_read_from_two_threads_reads_each_message_from_its_own_folder(imap: ImapBox) -> None:
+    """A run's fetcher threads read the Inbox's and Sent's mail through one provider (one connection): each
+    read holds it whole, so no UID is read in the folder the other thread opened."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from integrations.providers.imap import ImapProvider
+
+    inbox = {imap.deliver(ask(n)): f"Project {n}" for n in range(6)}
+    sent = {
+        imap.deliver(rfc822(f"Sent {n}", "I will.", sender=imap.address), folder="Sent"): f"Sent {n}" for n in range(6)
+    }
+    provider = ImapProvider(imap.account(), address=imap.address)
+    since = datetime.now(UTC) - timedelta(days=1)
+    assert set(provider.first_read(since, 100, folder="inbox").message_ids) == set(inbox)  # both listed: where
+    assert set(provider.first_read(since, 100, folder="sent").message_ids) == set(sent)  # each one is
+
+    def subjects(wanted: dict[str, str]) -> list[bool]:
+        return [
+            all(email.subject == wanted[email.message_id] for email in provider.fetch_emails(list(wanted)).emails)
+            for _ in range(15)
+        ]
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(subjects, [inbox, sent]))
+    finally:
+        provider.close()
+    assert all(all(r) for r in results)
