@@ -220,3 +220,36 @@ def test_one_provider_read_from_two_threads_reads_each_message_from_its_own_fold
     finally:
         provider.close()
     assert all(all(r) for r in results)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_idle_watcher_holds_at_most_its_connections_and_lets_go_of_a_disconnected_mailbox(
+    imap: ImapBox,
+    consenting_user: User,
+    settings,
+    caplog,  # type: ignore[no-untyped-def]
+) -> None:
+    """IMAP_IDLE_MAX_CONNECTIONS bounds a process's IDLE connections (the rest are left to the scan's checks, and
+    the log says so); a mailbox disconnected is let go at the next refresh."""
+    import threading
+
+    from integrations.imapidle import IdleWatcher
+    from integrations.services import integration_disconnect
+    from tests.conftest import connect_imap
+    from tests.waiting import wait_for
+
+    second = connect_imap(imap.dovecot, consenting_user)
+    settings.IMAP_IDLE_MAX_CONNECTIONS = 1
+    settings.IMAP_IDLE_REFRESH_SECONDS = 1
+    watcher = IdleWatcher()
+    serving = threading.Thread(target=watcher.serve, daemon=True)
+    serving.start()
+    try:
+        wait_for(lambda: watcher.idling() == [imap.integration.pk], timeout=10, what="the first mailbox in IDLE")
+        assert list(watcher.watches) == [imap.integration.pk]  # one connection, the second left to the checks
+        assert "2 mailboxes in this shard, 1 watched" in caplog.text
+        integration_disconnect(integration=imap.integration)
+        wait_for(lambda: watcher.idling() == [second.integration.pk], timeout=10, what="the other one watched")
+    finally:
+        watcher.stopping.set()
+        serving.join(timeout=10)
