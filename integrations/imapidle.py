@@ -17,7 +17,9 @@ late loses and duplicates nothing, and the polling scan still checks every mailb
 from __future__ import annotations
 
 import logging
+import os
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +35,7 @@ from accounts.models import AIConsent
 from config.crypto import SecretUnreadable
 from config.heartbeat import imap_idle_tick_record
 from integrations.models import Integration
-from integrations.providers.base import ProviderAuthError, ProviderError
+from integrations.providers.base import ProviderAuthError, ProviderError, ProviderUnavailable
 from integrations.providers.imap import ImapAccount, ImapProvider
 
 logger = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ class Watch:
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     idling: threading.Event = field(default_factory=threading.Event)  # set while IDLE is held (tests, metrics)
+    held: bool = False  # IDLE was held since the last failure
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self._run, name=f"imap-idle-{self.integration_id}", daemon=True)
@@ -71,6 +74,8 @@ class Watch:
                 self.refused(self.integration_id, error)
                 return
             except ProviderError as error:
+                if self.held:  # it held IDLE before this failure: the wait starts again from 1 s
+                    wait, self.held = 1.0, False
                 logger.info("imap idle of integration=%s: %s; again in %.0f s", self.integration_id, error, wait)
             finally:
                 self.idling.clear()
@@ -81,22 +86,38 @@ class Watch:
     def _hold(self, provider: ImapProvider) -> None:
         """IDLE on the Inbox until asked to stop, renewed every IMAP_IDLE_RENEW_SECONDS; rings on new mail.
         Returns when asked to stop; raises when the connection fails."""
-        client = provider.connect()
-        provider.call(lambda c: c.select_folder("INBOX", readonly=True))
+        provider.call(lambda c: c.select_folder("INBOX", readonly=True))  # signs in first
         while not self.stop.is_set():
             provider.call(lambda c: c.idle())
             self.idling.set()
+            self.held = True
             renew_at = time.monotonic() + settings.IMAP_IDLE_RENEW_SECONDS
             try:
                 while not self.stop.is_set() and time.monotonic() < renew_at:
                     responses = provider.call(lambda c: c.idle_check(timeout=IDLE_POLL_S))
                     if any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
                         self.ring(self.integration_id)
+                    if not responses and provider.call(lambda c: _peer_closed(c.socket())):
+                        raise ProviderUnavailable("The server ended the IDLE connection.")
             finally:
                 self.idling.clear()
                 if provider.connected:
                     provider.call(lambda c: c.idle_done())
-        del client
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """Whether the server closed the connection: imapclient's idle_check takes the end of the stream for "no
+    news" (it returns nothing, for ever), so a watch cut off would sit idle and deaf. A peek at the TCP stream
+    (under TLS, without reading a byte of it) tells: nothing to read and the stream ended."""
+    probe = socket.socket(sock.family, sock.type, fileno=os.dup(sock.fileno()))
+    try:
+        return probe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False  # open, nothing sent
+    except OSError:
+        return True
+    finally:
+        probe.close()
 
 
 class IdleWatcher:

@@ -160,6 +160,13 @@ class ImapProxy:
         with self._lock:
             return len(self._sessions)
 
+    def cut_all(self) -> None:
+        """Cut every connection open now (as a server restart does); new ones are still taken."""
+        with self._lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.cut()
+
     # Running -------------------------------------------------------------------------------------------------
     def close(self) -> None:
         """Stop listening and cut every connection."""

@@ -368,7 +368,7 @@ def test_a_run_through_the_proxy_reads_as_from_dovecot_and_sends_only_read_comma
 
 @pytest.mark.django_db(transaction=True)
 def test_the_idle_watch_whose_connection_drops_connects_again_and_still_rings(
-    proxy: ImapProxy, imap: ImapBox, consenting_user: User
+    proxy: ImapProxy, imap: ImapBox, consenting_user: User, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The imap-idle process's watch: its connection cut as it starts IDLE comes back after its backoff (1 s
     first), holds IDLE again, and new mail still rings for a run."""
@@ -376,6 +376,7 @@ def test_the_idle_watch_whose_connection_drops_connects_again_and_still_rings(
 
     from integrations.imapidle import IdleWatcher
 
+    caplog.set_level("INFO", logger="integrations.imapidle")
     assert run_extraction(consenting_user).status == ExtractionRun.Status.SUCCEEDED
     cut = proxy.drop(r"^IDLE\b", times=1)
     logins = sum(1 for c in proxy.commands if c.split()[1:2] == ["LOGIN"])  # the run's
@@ -390,7 +391,12 @@ def test_the_idle_watch_whose_connection_drops_connects_again_and_still_rings(
         assert proxy.open_connections() == 1  # the cut one is gone
         imap.deliver(ask(1))
         wait_for(lambda: watcher.rung >= 1, timeout=10, what="a ring for the new email")
+        # cut again once it held IDLE: its wait starts from 1 s again, not from where the last failures left it
+        proxy.cut_all()
+        wait_for(lambda: caplog.text.count("again in") == 2, timeout=10, what="the cut seen while in IDLE")
+        wait_for(lambda: watcher.idling() == [imap.integration.pk], timeout=10, what="IDLE held a third time")
     finally:
         watcher.stopping.set()
         serving.join(timeout=10)
+    assert [line.rsplit("again in ", 1)[1] for line in caplog.messages if "again in" in line] == ["1 s", "1 s"]
     assert ExtractionRun.objects.filter(trigger=ExtractionRun.Trigger.WEBHOOK).count() == 1
