@@ -156,17 +156,10 @@ def consenting_user(user: User) -> User:
     return user
 
 
-@dataclass
-class GmailBox:
-    """A sandbox Gmail mailbox connected to a Tasklift user."""
+class MailboxCursors:
+    """The connected mailbox's two cursors, as the database holds them (a box of the tests below)."""
 
-    sandbox: SandboxClient
-    address: str
     integration: Integration
-
-    def deliver(self, raw: str, *, at: datetime | None = None) -> str:
-        """The message's id; `at` its internalDate (default now)."""
-        return str(self.sandbox.deliver(self.address, raw, internal_date=at)["id"])
 
     @property
     def cursor(self) -> str:
@@ -177,6 +170,19 @@ class GmailBox:
         """The Sent mail cursor's value (None when the mailbox has none)."""
         cursor = SyncCursor.objects.filter(integration=self.integration, purpose=SyncCursor.Purpose.SENT_MAIL).first()
         return cursor.value if cursor else None
+
+
+@dataclass
+class GmailBox(MailboxCursors):
+    """A sandbox Gmail mailbox connected to a Tasklift user."""
+
+    sandbox: SandboxClient
+    address: str
+    integration: Integration
+
+    def deliver(self, raw: str, *, at: datetime | None = None) -> str:
+        """The message's id; `at` its internalDate (default now)."""
+        return str(self.sandbox.deliver(self.address, raw, internal_date=at)["id"])
 
     def history_id(self) -> str:
         return str(self.sandbox.call("GET", "/gmail/messages", params={"address": self.address})["historyId"])
@@ -226,7 +232,7 @@ def approve_consent_page(http: requests.Session, authorize_url: str, address: st
 
 
 @dataclass
-class ImapBox:
+class ImapBox(MailboxCursors):
     """A Dovecot mailbox connected to a Tasklift user over IMAP."""
 
     dovecot: Dovecot
@@ -241,15 +247,6 @@ class ImapBox:
         found = re.search(r"^Message-ID:\s*<?([^>\r\n]+)>?", text, re.IGNORECASE | re.MULTILINE)
         assert found, "test mail for IMAP carries a Message-ID"
         return found[1].strip()
-
-    @property
-    def cursor(self) -> str:
-        return SyncCursor.objects.get(integration=self.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).value
-
-    @property
-    def sent_cursor(self) -> str | None:
-        cursor = SyncCursor.objects.filter(integration=self.integration, purpose=SyncCursor.Purpose.SENT_MAIL).first()
-        return cursor.value if cursor else None
 
     def account(self, **changes: Any) -> ImapAccount:
         fields = {"host": "127.0.0.1", "port": self.dovecot.tls_port, "security": "tls", "username": self.address}
@@ -276,7 +273,7 @@ def imap(dovecot: Dovecot, sandbox: SandboxClient, consenting_user: User) -> Ima
 
 
 @dataclass
-class OutlookBox:
+class OutlookBox(MailboxCursors):
     """A sandbox Outlook mailbox connected to a Tasklift user."""
 
     sandbox: SandboxClient
@@ -286,15 +283,6 @@ class OutlookBox:
     def deliver(self, raw: str, *, at: datetime | None = None) -> str:
         """The message's id; `at` its receivedDateTime (default now)."""
         return str(self.sandbox.deliver_outlook(self.address, raw, received_at=at)["id"])
-
-    @property
-    def cursor(self) -> str:
-        return SyncCursor.objects.get(integration=self.integration, purpose=SyncCursor.Purpose.TASK_EXTRACTION).value
-
-    @property
-    def sent_cursor(self) -> str | None:
-        cursor = SyncCursor.objects.filter(integration=self.integration, purpose=SyncCursor.Purpose.SENT_MAIL).first()
-        return cursor.value if cursor else None
 
 
 def connect_outlook(sandbox: SandboxClient, user: User, address: str) -> OutlookBox:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -452,7 +453,9 @@ def held_routes(page: Any, pattern: str) -> tuple[list[Any], Callable[[], None]]
     seen = [0]
 
     def wait_next() -> None:
-        for _ in range(60):
+        # 15 s: a loaded make test once took longer than the 3 s this allowed (the condition, not the time, ends it)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
             if len(held) > seen[0]:
                 seen[0] = len(held)
                 return

@@ -296,6 +296,45 @@ def assert_every_row_once_with_its_tasks() -> None:
     assert {i: n for i, n in created.items() if n} == dict(tasks)
 
 
+def killed_then_taken_up(
+    case: Case,
+    *,
+    user: User,
+    forker: Forker,
+    sandbox: SandboxClient,
+    broker_queue: Callable[[], int],
+    cursors: Callable[[], tuple[str | None, ...]],
+) -> set[int]:
+    """A run of a mailbox's Inbox and Sent mail killed at `case`'s point, then taken up with no person involved
+    (the reaper, a worker; killed once more first when `case.again`): the batches written whole when it dies,
+    each close with its history row, and its `cursors` never ahead of handled mail. Returns the numbers of the
+    batch whose Gemini answer died with the process (asked again: `case.spent_twice`)."""
+    before = cursors()
+    killed = forker.extract(user.email, crash_point=f"{case.point}:{case.nth}")
+    assert killed.returncode == KILLED, killed.stdout
+    dead = ExtractionRun.objects.latest("created_at")
+    lost_batch = gemini_emails(sandbox)[-1] if case.spent_twice else set()
+    assert ProcessedEmail.objects.count() == case.handled_at_kill
+    assert_every_row_once_with_its_tasks()
+    assert_every_close_once_with_its_history()
+    if case.point == "after_commit":
+        assert dead.status == ExtractionRun.Status.SUCCEEDED
+        assert extraction_runs_reap() == (0, 0)
+    else:
+        assert dead.status == ExtractionRun.Status.RUNNING
+        assert cursors() == before  # neither cursor ahead of handled mail
+        assert extraction_runs_reap() == (1, 0)
+        assert broker_queue() == 1
+        if case.again:
+            assert forker.job(dead.pk, crash_point=case.point).returncode == KILLED
+            assert cursors() == before
+            assert extraction_runs_reap() == (1, 0)
+        extraction_run_job.apply(args=[dead.pk])
+        dead.refresh_from_db()
+        assert dead.status == ExtractionRun.Status.SUCCEEDED, dead.error_message
+    return lost_batch
+
+
 @pytest.mark.parametrize("case", BOTH_CASES)
 def test_a_run_reading_inbox_and_sent_killed_anywhere_moves_neither_cursor_ahead_and_loses_nothing(
     case: Case,
@@ -333,28 +372,10 @@ def test_a_run_reading_inbox_and_sent_killed_anywhere_moves_neither_cursor_ahead
     assert before[1] and before[1].startswith("sent:")
     sandbox.clear_requests()
 
-    killed = forker.extract(consenting_user.email, crash_point=f"{case.point}:{case.nth}")
-    assert killed.returncode == KILLED, killed.stdout
-    dead = ExtractionRun.objects.latest("created_at")
-    lost_batch = gemini_emails(sandbox)[-1] if case.spent_twice else set()
-    assert ProcessedEmail.objects.count() == case.handled_at_kill
-    assert_every_row_once_with_its_tasks()
-    assert_every_close_once_with_its_history()
-    if case.point == "after_commit":
-        assert dead.status == ExtractionRun.Status.SUCCEEDED
-        assert extraction_runs_reap() == (0, 0)
-    else:
-        assert dead.status == ExtractionRun.Status.RUNNING
-        assert (gmail.cursor, gmail.sent_cursor) == before  # neither cursor ahead of handled mail
-        assert extraction_runs_reap() == (1, 0)
-        assert broker_queue() == 1
-        if case.again:
-            assert forker.job(dead.pk, crash_point=case.point).returncode == KILLED
-            assert (gmail.cursor, gmail.sent_cursor) == before
-            assert extraction_runs_reap() == (1, 0)
-        extraction_run_job.apply(args=[dead.pk])
-        dead.refresh_from_db()
-        assert dead.status == ExtractionRun.Status.SUCCEEDED, dead.error_message
+    lost_batch = killed_then_taken_up(
+        case, user=consenting_user, forker=forker, sandbox=sandbox, broker_queue=broker_queue,
+        cursors=lambda: (gmail.cursor, gmail.sent_cursor),
+    )  # fmt: skip
 
     # Every email handled once under its purpose, no duplicate, both cursors where the mail is --------------
     assert not ExtractionRun.objects.filter(status=ExtractionRun.Status.RUNNING).exists()

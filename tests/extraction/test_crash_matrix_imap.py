@@ -14,9 +14,7 @@ import pytest
 from django.db.models import Count
 
 from accounts.models import User
-from extraction.jobs import extraction_run_job
 from extraction.models import ExtractionRun, ProcessedEmail
-from extraction.services import extraction_runs_reap
 from sandbox.client import SandboxClient
 from tasks.models import Task, TaskEvent
 from tests.conftest import ImapBox, run_extraction
@@ -24,13 +22,13 @@ from tests.extraction.test_crash_matrix import (
     BOTH_CASES,
     DELIVERED,
     INBOX_MAIL,
-    KILLED,
     SENT_MAIL,
     Case,
     assert_every_close_once_with_its_history,
     assert_every_row_once_with_its_tasks,
     forker,  # noqa: F401 (the module's forking process)
     gemini_emails,
+    killed_then_taken_up,
 )
 from tests.mail import ask, no_ask, rfc822
 from tests.processes import Forker
@@ -85,28 +83,10 @@ def test_an_imap_run_reading_inbox_and_sent_killed_anywhere_moves_neither_cursor
     assert before[1] and before[1].startswith("sent:")
     sandbox.clear_requests()
 
-    killed = forker.extract(consenting_user.email, crash_point=f"{case.point}:{case.nth}")
-    assert killed.returncode == KILLED, killed.stdout
-    dead = ExtractionRun.objects.latest("created_at")
-    lost_batch = gemini_emails(sandbox)[-1] if case.spent_twice else set()
-    assert ProcessedEmail.objects.count() == case.handled_at_kill
-    assert_every_row_once_with_its_tasks()
-    assert_every_close_once_with_its_history()
-    if case.point == "after_commit":
-        assert dead.status == ExtractionRun.Status.SUCCEEDED
-        assert extraction_runs_reap() == (0, 0)
-    else:
-        assert dead.status == ExtractionRun.Status.RUNNING
-        assert (imap.cursor, imap.sent_cursor) == before  # neither cursor ahead of handled mail
-        assert extraction_runs_reap() == (1, 0)
-        assert broker_queue() == 1
-        if case.again:
-            assert forker.job(dead.pk, crash_point=case.point).returncode == KILLED
-            assert (imap.cursor, imap.sent_cursor) == before
-            assert extraction_runs_reap() == (1, 0)
-        extraction_run_job.apply(args=[dead.pk])
-        dead.refresh_from_db()
-        assert dead.status == ExtractionRun.Status.SUCCEEDED, dead.error_message
+    lost_batch = killed_then_taken_up(
+        case, user=consenting_user, forker=forker, sandbox=sandbox, broker_queue=broker_queue,
+        cursors=lambda: (imap.cursor, imap.sent_cursor),
+    )  # fmt: skip
 
     # Every email handled once under its purpose, no duplicate, both cursors where the mail is --------------
     assert not ExtractionRun.objects.filter(status=ExtractionRun.Status.RUNNING).exists()
