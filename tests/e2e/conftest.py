@@ -506,25 +506,41 @@ def service_worker_push(page: Any, live_site: str, payload: dict[str, Any]) -> l
     while not (live := [r for r in registrations if r in activated]) and time.monotonic() < deadline:
         page.wait_for_timeout(50)
     assert live, f"no activated service worker registered for the site: {registrations} {seen}"
+    # The browser's own list (getNotifications) is read the moment showNotification settles, in the service worker:
+    # headless Chromium has no notification centre, and drops a notification when its pop-up would have closed
+    # (25 s after it was shown), so a look that comes later on a loaded machine finds none.
+    [worker] = [w for w in page.context.service_workers if w.url.startswith(live_site)] or [
+        page.context.wait_for_event("serviceworker", lambda w: w.url.startswith(live_site), timeout=20_000)
+    ]
+    worker.evaluate(
+        """() => {
+            const registration = self.registration, show = registration.showNotification.bind(registration);
+            self.__shown = [];
+            registration.showNotification = (title, options) => {
+                const shown = show(title, options);
+                shown.then(() => registration.getNotifications())
+                    .then(all => all.map(n => ({title: n.title, body: n.body, url: n.data && n.data.url})))
+                    .then(all => self.__shown.push({shown: all}), error => self.__shown.push({error: String(error)}));
+                return shown;
+            };
+        }"""
+    )
     # A push to a registration with no activated version is dropped: the one pushed to has one.
     cdp.send(
         "ServiceWorker.deliverPushMessage",
         {"origin": live_site, "registrationId": live[-1], "data": json.dumps(payload)},
     )
-    shown: list[dict[str, Any]] = []
+    settled: list[dict[str, Any]] = []
     deadline = time.monotonic() + 20
-    while not shown and time.monotonic() < deadline:
-        shown = page.evaluate(
-            """() => navigator.serviceWorker.ready
-                .then(registration => registration.getNotifications())
-                .then(all => all.map(n => ({title: n.title, body: n.body, url: n.data && n.data.url})))"""
-        )
-        if not shown:
+    while not settled and time.monotonic() < deadline:
+        settled = worker.evaluate("() => self.__shown")
+        if not settled:
             page.wait_for_timeout(100)
-    if not shown:  # what the browser said of its service workers, for the failure's message
-        permission = page.evaluate("() => Notification.permission")
-        print(f"no notification shown; permission {permission}; registrations {registrations}; seen {seen}")
     cdp.detach()
+    permission = page.evaluate("() => Notification.permission")
+    assert settled, f"the service worker showed nothing; permission {permission}; {registrations} {seen}"
+    assert "error" not in settled[0], f"showNotification failed: {settled[0]['error']}; permission {permission}"
+    shown: list[dict[str, Any]] = settled[0]["shown"]
     return shown
 
 
