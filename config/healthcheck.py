@@ -7,6 +7,7 @@ with one line saying why (compose.yaml's healthchecks; docs/deploy.md, "Health")
   READYZ_WORKER_SECONDS (config/heartbeat.py).
 - `beat`: beat ticked within READYZ_BEAT_SECONDS.
 - `imap-idle`: the `imap-idle` process of IMAP_IDLE_SHARD read its list of mailboxes within three of its refreshes.
+- `inbound`: the `inbound` process greets an SMTP client (220) on INBOUND_SMTP_PORT of this machine.
 - `supervise STATUS_FILE`: every process of `config.supervise --status-file` runs, none given up on.
 """
 
@@ -89,6 +90,18 @@ def check_imap_idle() -> str | None:
     return None
 
 
+def check_inbound() -> str | None:
+    import smtplib
+
+    port = int(os.environ.get("INBOUND_SMTP_PORT", "2525") or 2525)
+    try:
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
+            code, _ = client.noop()
+    except (OSError, smtplib.SMTPException) as error:
+        return f"the inbound process did not greet on 127.0.0.1:{port} ({type(error).__name__})"
+    return None if code == 250 else f"the inbound process answered NOOP with {code}"
+
+
 def check_supervise(status_file: str) -> str | None:
     try:
         processes = json.loads(Path(status_file).read_text())["processes"]
@@ -106,11 +119,20 @@ def main(argv: list[str]) -> int:
     role = argv[0] if argv else ""
     if role == "supervise" and len(argv) == 2:
         problem = check_supervise(argv[1])
-    elif role in ("web", "worker", "beat", "imap-idle") and len(argv) == 1:
-        checks = {"web": check_web, "worker": check_worker, "beat": check_beat, "imap-idle": check_imap_idle}
+    elif role in ("web", "worker", "beat", "imap-idle", "inbound") and len(argv) == 1:
+        checks = {
+            "web": check_web,
+            "worker": check_worker,
+            "beat": check_beat,
+            "imap-idle": check_imap_idle,
+            "inbound": check_inbound,
+        }
         problem = checks[role]()
     else:
-        print("usage: python -m config.healthcheck web|worker|beat|supervise STATUS_FILE", file=sys.stderr)
+        print(
+            "usage: python -m config.healthcheck web|worker|beat|imap-idle|inbound|supervise STATUS_FILE",
+            file=sys.stderr,
+        )
         return 2
     print(f"{role}: {problem or 'healthy'}")
     return 1 if problem else 0

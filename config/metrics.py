@@ -92,6 +92,14 @@ PUSH_RINGS = Counter(
     ["provider", "outcome"],
 )
 
+INBOUND = Counter(
+    "tasklift_inbound_messages",
+    "Messages sent to forward-to addresses, by way in (smtp, webhook) and outcome: accepted, or why refused "
+    "(unknown_recipient, not_the_person, not_aligned, no_consent, too_big, rate_person, rate_sender, queue_full, "
+    "dns_temporary, unavailable, malformed).",
+    ["via", "outcome"],
+)
+
 HTTP_REQUESTS = Counter(
     "tasklift_http_requests",
     "Requests answered by the web, by route (the URL pattern, `unmatched` for none), method and status.",
@@ -157,6 +165,11 @@ def push_rings_count(provider: str, **outcomes: int) -> None:
     """Doorbell notifications of `provider`, counted by outcome (accepted=2, refused=1...)."""
     for outcome, count in outcomes.items():
         PUSH_RINGS.labels(provider, outcome).inc(count)
+
+
+def inbound_count(via: str, outcome: str) -> None:
+    """One message sent to a forward-to address, taken (`accepted`) or refused for `outcome`."""
+    INBOUND.labels(via, outcome).inc()
 
 
 def gemini_call_observed(started: float, *, status: int | None, timed_out: bool = False) -> None:
@@ -245,6 +258,27 @@ class MailboxesBehind(Collector):
         yield from (read_age, ring_age, throttled, reconnect, active_count)
 
 
+class InboundWaiting(Collector):
+    """Forwarded messages stored and not yet read: how many, and the oldest one's age (a stuck reader shows here)."""
+
+    def collect(self) -> Iterator[Metric]:
+        from django.db.models import Count, Min
+        from django.utils import timezone
+
+        from integrations.models import InboundMessage
+
+        row = InboundMessage.objects.aggregate(count=Count("pk"), oldest=Min("received_at"))
+        yield GaugeMetricFamily(
+            "tasklift_inbound_waiting", "Forwarded messages stored, not yet read.", value=int(row["count"])
+        )
+        oldest = row["oldest"]
+        yield GaugeMetricFamily(
+            "tasklift_inbound_oldest_waiting_age_seconds",
+            "Seconds the oldest stored forwarded message has waited (0: none waits).",
+            value=(timezone.now() - oldest).total_seconds() if oldest else 0.0,
+        )
+
+
 class QueueLength(Collector):
     """Jobs waiting in the Celery queue (Redis LLEN of it): those no worker has taken yet."""
 
@@ -296,7 +330,7 @@ def metrics_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(BuildInfo())
     MultiProcessCollector(registry, path=str(settings.PROMETHEUS_MULTIPROC_DIR))  # type: ignore[no-untyped-call]
-    registry.register(Guarded({"mailboxes": MailboxesBehind(), "queue": QueueLength()}))
+    registry.register(Guarded({"mailboxes": MailboxesBehind(), "inbound": InboundWaiting(), "queue": QueueLength()}))
     return registry
 
 

@@ -48,8 +48,9 @@ from config.supervise import (
 
 DEMO_PASSWORD = "tasklift-demo"
 ADMIN_PASSWORD = "tasklift-admin"
-STOP_ORDER = ("imap-idle", "beat", "worker", "web", "dovecot", "sandbox")
-RESTARTED = ("worker", "beat", "imap-idle")  # started again when they exit; the others exiting stops everything
+STOP_ORDER = ("inbound", "imap-idle", "beat", "worker", "web", "dovecot", "sandbox")
+# Started again when they exit; the others exiting stops everything.
+RESTARTED = ("worker", "beat", "imap-idle", "inbound")
 PIDS_FILE = "run.pids"
 
 
@@ -79,6 +80,7 @@ def main() -> None:
     call_command("metrics_clear", verbosity=0)  # no process of ours runs yet (stop_leftovers)
 
     imap_command, imap_offer = _demo_imap(local_dir)
+    inbound_offer = _demo_inbound()
     commands = _commands(port)
     if imap_command is not None:
         commands = {"dovecot": imap_command, **commands}
@@ -133,6 +135,7 @@ def main() -> None:
             say(_tail(logs / f"{failed}.log"))
         stop_all(code=1)
     _push_ready(url, sandboxed="sandbox" in commands)
+    _demo_mail_domain(sandboxed="sandbox" in commands)
     if imap_command is None:
         say(imap_offer)
     sandbox = f"  Sandbox:     {settings.SANDBOX_URL}/_sandbox/requests\n" if "sandbox" in commands else ""
@@ -144,6 +147,7 @@ def main() -> None:
         f"  Health:      {url}/healthz\n"
         f"{sandbox}"
         f"{imap_offer if imap_command else ''}"
+        f"{inbound_offer}"
         "  Ctrl-C stops every process.\n"
     )
     failures: dict[str, int] = {}
@@ -192,6 +196,7 @@ def _commands(port: str) -> dict[str, list[str]]:
     commands["worker"] = shell_command(procfile["worker"])
     commands["beat"] = shell_command(procfile["beat"])
     commands["imap-idle"] = shell_command(procfile["imap-idle"])
+    commands["inbound"] = shell_command(procfile["inbound"])
     return commands
 
 
@@ -233,6 +238,37 @@ def _demo_imap(local_dir: Path) -> tuple[list[str] | None, str]:
         f"demo@imap.tasklift.test / {DEMO_IMAP_PASSWORD}\n"
     )
     return command, offer
+
+
+def _demo_inbound() -> str:
+    """The `inbound` process on this machine (INBOUND_SMTP_PORT, 2525 or a free port), its checks' DNS the
+    sandbox's; and the line that says how to forward the demo person an email."""
+    from django.conf import settings
+
+    port = os.environ.get("INBOUND_SMTP_PORT") or str(_port_or_free(2525))
+    os.environ["INBOUND_SMTP_PORT"] = port
+    os.environ["INBOUND_SMTP_HOST"] = "127.0.0.1"
+    sandbox_port = settings.SANDBOX_URL.rpartition(":")[2]
+    os.environ.setdefault("INBOUND_DNS_SERVER", f"127.0.0.1:{sandbox_port}")  # sandbox/dns.py
+    return (
+        f"  Forward-to:  Settings shows the demo person's address; `{sys.executable} -m sandbox.forward_send "
+        f"--port {port}` forwards it an email\n"
+    )
+
+
+def _demo_mail_domain(*, sandboxed: bool) -> None:
+    """The demo domain's SPF and DMARC in the sandbox's DNS, so that mail sent from this machine as the demo
+    person passes the forward-to address's checks (sandbox/forward_send.py signs it too)."""
+    if not sandboxed:
+        return
+    from django.conf import settings
+
+    from sandbox.client import SandboxClient
+
+    try:
+        SandboxClient(settings.SANDBOX_URL).mail_domain("tasklift.test")
+    except Exception as error:  # the forward-to demo only
+        say(f"The demo forward-to address will refuse mail: the sandbox's DNS refused the demo domain ({error}).")
 
 
 def _push_ready(url: str, *, sandboxed: bool) -> None:

@@ -312,6 +312,27 @@ IMAP_IDLE_SHARDS = env_int("IMAP_IDLE_SHARDS", 1, minimum=1)
 IMAP_IDLE_SHARD = env_int("IMAP_IDLE_SHARD", 0)
 IMAP_IDLE_RENEW_SECONDS = env_int("IMAP_IDLE_RENEW_SECONDS", 25 * 60, minimum=1)
 IMAP_IDLE_REFRESH_SECONDS = env_int("IMAP_IDLE_REFRESH_SECONDS", 30, minimum=1)
+# The forward-to door (integrations/inbound): each person's address is tasks+<token>@INBOUND_DOMAIN (the domain
+# whose MX points at the `inbound` process, or at the provider whose inbound service posts to /webhooks/inbound).
+INBOUND_DOMAIN = env_str("INBOUND_DOMAIN", "in.tasklift.test").lower()
+# The `inbound` process (integrations/inbound/smtp.py): where it listens (port 25 behind the MX; an unprivileged
+# port and a redirect, or a capability, in practice), its certificate for STARTTLS (PEM files; none: no STARTTLS),
+# and the name it gives itself.
+INBOUND_SMTP_HOST = env_str("INBOUND_SMTP_HOST", "0.0.0.0")  # noqa: S104 — it takes mail from the internet
+INBOUND_SMTP_PORT = env_int("INBOUND_SMTP_PORT", 2525, minimum=1)
+INBOUND_TLS_CERT = env_str("INBOUND_TLS_CERT")
+INBOUND_TLS_KEY = env_str("INBOUND_TLS_KEY")
+INBOUND_HOSTNAME = env_str("INBOUND_HOSTNAME", INBOUND_DOMAIN)
+# The DNS server the sender checks ask (DKIM keys, SPF and DMARC records), "host:port"; empty: the system's.
+INBOUND_DNS_SERVER = env_str("INBOUND_DNS_SERVER")
+# The webhook's shared secret (HMAC-SHA256 of the timestamp and the body); empty: the webhook is off (404).
+INBOUND_WEBHOOK_SECRET = env_str("INBOUND_WEBHOOK_SECRET")
+# Limits: a message's size, messages a person may send in an hour and from one address in an hour (sliding
+# windows), and messages stored for a person and not yet read (beyond: 452, the sender tries later).
+INBOUND_MAX_BYTES = env_int("INBOUND_MAX_BYTES", 10_000_000, minimum=1000)
+INBOUND_PER_PERSON_PER_HOUR = env_int("INBOUND_PER_PERSON_PER_HOUR", 200, minimum=1)
+INBOUND_PER_SENDER_PER_HOUR = env_int("INBOUND_PER_SENDER_PER_HOUR", 100, minimum=1)
+INBOUND_MAX_WAITING = env_int("INBOUND_MAX_WAITING", 1000, minimum=1)
 GEMINI_MODEL = env_str("GEMINI_MODEL", "gemini-2.5-flash")
 GEMINI_TIMEOUT_S = env_int("GEMINI_TIMEOUT_S", 60, minimum=1)
 GEMINI_MAX_ATTEMPTS = env_int("GEMINI_MAX_ATTEMPTS", 4, minimum=1)

@@ -25,6 +25,7 @@ PER_RUN_ENV = (
     "SANDBOX_TLS_URL",
     "MICROSOFT_CA_BUNDLE",
     "IMAP_CA_BUNDLE",
+    "INBOUND_DNS_SERVER",
 )
 _run = os.environ.get("PYTEST_XDIST_WORKER", "")
 if os.environ.get("TASKLIFT_TEST_RUN", _run) != _run:
@@ -40,6 +41,9 @@ os.environ.setdefault("SANDBOX_TLS_URL", f"https://127.0.0.1:{_free_port()}")
 os.environ.setdefault("MICROSOFT_CA_BUNDLE", f"{tempfile.gettempdir()}/tasklift-test-{os.getpid()}-tls-cert.pem")
 # The test Dovecot's certificate (sandbox/dovecot.py writes it where this says)
 os.environ.setdefault("IMAP_CA_BUNDLE", f"{tempfile.gettempdir()}/tasklift-test-{os.getpid()}-imap-ca.pem")
+# The inbound checks' DNS is the sandbox's (UDP on its HTTP port's number: sandbox/dns.py).
+os.environ.setdefault("INBOUND_DNS_SERVER", f"127.0.0.1:{os.environ['SANDBOX_URL'].rpartition(':')[2]}")
+os.environ.setdefault("INBOUND_WEBHOOK_SECRET", "tasklift-test-inbound-secret")
 os.environ.setdefault("IMAP_ALLOW_PRIVATE_HOSTS", "true")  # the test Dovecot is on 127.0.0.1
 for name in ("GOOGLE_CLIENT_ID", "GEMINI_API_KEY", "MICROSOFT_CLIENT_ID"):
     os.environ.pop(name, None)  # tests always run against the sandbox

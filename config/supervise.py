@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
 HEALTHY_AFTER_S = 60.0  # a process that ran this long starts again after the first pause, not a longer one
-GRACE_S = {"web": 35.0, "worker": 600.0, "beat": 10.0, "imap-idle": 10.0}
+GRACE_S = {"web": 35.0, "worker": 600.0, "beat": 10.0, "imap-idle": 10.0, "inbound": 35.0}
 GRACE_DEFAULT_S = 30.0
 # A process that forks its own processes: its count is how many it forks, through this variable.
 FORKS_ITSELF = {"web": "WEB_CONCURRENCY"}

@@ -11,6 +11,7 @@ from config.csp import csp_report
 from config.health import healthz, readyz
 from config.metrics import metrics
 from extraction import views as extraction_views
+from integrations import forwardviews as forward_views
 from integrations import views as integration_views
 from integrations import webhooks
 from reminders import views as reminder_views
@@ -39,6 +40,16 @@ urlpatterns = [
     path("tasks/snoozed", reminder_views.snoozed_tasks, name="snoozed_tasks"),
     path("settings/digest", reminder_views.settings_digest, name="settings_digest"),
     path("settings/calendar", reminder_views.calendar_create, name="calendar_create"),
+    path("settings/forward/rotate", forward_views.forward_rotate, name="forward_rotate"),
+    path("settings/forward/senders", forward_views.forward_sender_add_view, name="forward_sender_add"),
+    path(
+        "settings/forward/senders/<int:sender_id>/remove",
+        forward_views.forward_sender_remove,
+        name="forward_sender_remove",
+    ),
+    path(
+        "settings/forward/confirm/<str:token>", forward_views.forward_sender_confirm_view, name="forward_sender_confirm"
+    ),
     path("settings/push/subscribe", reminder_views.push_subscribe_view, name="push_subscribe"),
     path("settings/push/unsubscribe", reminder_views.push_unsubscribe_view, name="push_unsubscribe"),
     path("settings/push/<int:subscription_id>/remove", reminder_views.push_remove, name="push_remove"),
@@ -72,6 +83,7 @@ urlpatterns = [
     path("webhooks/gmail", webhooks.gmail_push, name="webhook_gmail"),
     path("webhooks/outlook", webhooks.outlook_notify, name="webhook_outlook"),
     path("webhooks/outlook/lifecycle", webhooks.outlook_lifecycle, name="webhook_outlook_lifecycle"),
+    path("webhooks/inbound", webhooks.inbound_webhook, name="webhook_inbound"),
     path("signup/", account_views.signup, name="signup"),
     path("signup/check-your-inbox/", account_views.signup_done, name="signup_done"),
     path("signup/resend/", account_views.signup_resend, name="signup_resend"),

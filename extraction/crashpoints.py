@@ -35,6 +35,12 @@ REMINDER_POINTS = (
     "reminder_rung",  # the mail server (and push services) took a reminder, nothing written down yet
     "reminder_journalled",  # that ring is journalled in Redis, the chunk's reminders not yet recorded
 )
+# Where the inbound process (integrations/inbound/accept.py) can die, once per message taken.
+INBOUND_POINTS = (
+    "inbound_received",  # the whole message is received and checked, nothing stored, the sender not answered
+    "inbound_stored_tx",  # inside the store's transaction: the row inserted, not committed
+    "inbound_committed",  # the row is committed, the sender not yet told (no 250)
+)
 
 _hits: Counter[str] = Counter()
 _lock = threading.Lock()

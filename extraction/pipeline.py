@@ -24,7 +24,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, connection, transaction
-from django.db.models import Exists, F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from accounts.selectors import ReadingChoices, reading_choices
@@ -33,13 +33,13 @@ from config.metrics import run_ended
 from extraction.batches import BatchCalls, BatchStat, continued
 from extraction.crashpoints import crash_point
 from extraction.llm import GeminiClient, gemini_client
-from extraction.models import INTERRUPTED, ExtractionRun, FetchFailure
+from extraction.models import INTERRUPTED, ExtractionRun, FetchFailure, ProcessedEmail
 from extraction.prompt import PROMPT_VERSION
 from extraction.reading import Mailbox, MailboxReader
 from extraction.runrecord import INFRASTRUCTURE_ERRORS, LEASE_LOST, LeaseBusy, RunRecord, RunStopped
 from extraction.services import lease_acquire, lease_give_back, lease_release, lease_unlock, queued_id
 from extraction.writing import BatchWriter
-from integrations.models import Integration, SyncCursor
+from integrations.models import InboundMessage, Integration, SyncCursor
 from integrations.services import cursor_filter_hash, integration_save_refreshed_credentials
 
 __all__ = ["ExtractionPipeline", "LeaseBusy", "RunStopped", "extraction_run_execute"]
@@ -241,6 +241,13 @@ class ExtractionPipeline:
         if integrations.update(**read) != 1:
             return self._cursor_changed(moving[0])
         for mailbox in moving:
+            if mailbox.purpose == SyncCursor.Purpose.FORWARDED:
+                # The stored queue is the cursor: what the ledger now holds leaves it, with this commit (a
+                # delivery retried meanwhile of a message read is in the ledger too, by its key).
+                handled = ProcessedEmail.objects.filter(
+                    integration_id=integration.pk, purpose=mailbox.purpose, message_id=OuterRef("key")
+                )
+                InboundMessage.objects.filter(integration_id=integration.pk).filter(Exists(handled)).delete()
             if mailbox.had_fetch_failures or mailbox.pending_ids:
                 # Every message is read or set aside now: their failed reads are forgotten. (Only a runner
                 # records them, so a purpose that had none when this run opened it, and read nothing, has none.)

@@ -38,8 +38,9 @@ from integrations.mail.text import without_format_characters
 # with its weekday. 3: each task quotes the sentence it comes from; the Reader line, To and Cc lines, and
 # asks of someone else are not the reader's. 4: mail the reader sent is marked, each task has a kind (ask,
 # commitment, waiting) and whom a waiting item waits on, and the open items of each email's conversation are
-# given (item_1 …) for the answer to say which this email delivered or gave a new date.
-PROMPT_VERSION = "5"
+# given (item_1 …) for the answer to say which this email delivered or gave a new date. 6: an email the reader
+# forwarded to Tasklift carries their note above it (a Note line).
+PROMPT_VERSION = "6"
 
 MAX_EMAILS_PER_PROMPT = 10
 MAX_SENDER_CHARS = 200
@@ -53,12 +54,21 @@ MAX_READER_CHARS = 400
 MAX_ITEMS_PER_EMAIL = 5  # open items of its conversation given with one email (the newest)
 MAX_ITEM_TITLE_CHARS = 120
 MAX_ITEM_LINE_CHARS = 40 + MAX_ITEM_TITLE_CHARS + MAX_SENTENCE_CHARS
+MAX_NOTE_CHARS = 300
+# The line of an email the reader forwarded to Tasklift, with what they wrote above it; it says how it is read
+# itself (the instruction is paid on every call, a forward is rare).
+NOTE_MARK = "Note from the reader, who forwarded this email to themselves (a date it names is the due date)"
 SENT_MARK = "Sent by the reader"  # the line that opens the block of mail the reader sent
 _SENT_LINE = SENT_MARK + "\n"
 # What an email's block holds besides its body: the tags, the mark of sent mail, the five header lines and
 # the item lines (bounded above).
 EMAIL_BLOCK_OVERHEAD = (
-    100 + MAX_SENDER_CHARS + MAX_SUBJECT_CHARS + 2 * MAX_RECIPIENTS_CHARS + MAX_ITEMS_PER_EMAIL * MAX_ITEM_LINE_CHARS
+    100
+    + MAX_SENDER_CHARS
+    + MAX_SUBJECT_CHARS
+    + MAX_NOTE_CHARS
+    + 2 * MAX_RECIPIENTS_CHARS
+    + MAX_ITEMS_PER_EMAIL * MAX_ITEM_LINE_CHARS
 )
 
 # Sent once per call as the system instruction: every word is paid for on every batch, so it says only what
@@ -265,12 +275,21 @@ def _email_block(
         f"{_recipients_line('Cc', email.cc if recipients else (), redacted)}"
         f"Subject: {subject}\n"
         f"Date: {date_line(email.received_at)}\n"
+        f"{_note_line(email.note, redacted)}"
         f"{items}"
         f"\n"
         f"{_escape(body)}\n"
         f"</email>"
     )
     return block, sender_cut or subject_cut or body.endswith(ELLIPSIS), f"{subject}\n{_escape(body)}"
+
+
+def _note_line(note: str, redacted: Counter[str]) -> str:
+    """The note the reader wrote above an email they forwarded, on one bounded line ("" without one)."""
+    if not note.strip():
+        return ""
+    line, _ = _one_line(note, MAX_NOTE_CHARS, redacted)
+    return f"{NOTE_MARK}: {line}\n"
 
 
 def _recipients_line(label: str, recipients: Sequence[Recipient], redacted: Counter[str]) -> str:

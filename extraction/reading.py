@@ -184,6 +184,7 @@ class MailboxReader:
         purposes: list[str] = [
             SyncCursor.Purpose.TASK_EXTRACTION,
             *([SyncCursor.Purpose.SENT_MAIL] if read_sent else []),
+            SyncCursor.Purpose.FORWARDED,  # what the person forwarded to their forward-to address
         ]
         failures = FetchFailure.objects.filter(integration_id=OuterRef("integration_id"), purpose=OuterRef("purpose"))
         # The purposes are chosen here, not in SQL: a person has a few cursors, found through their mailboxes'

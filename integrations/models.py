@@ -17,6 +17,9 @@ class Integration(TimeStampedModel):
         GMAIL = "gmail", "Gmail"
         OUTLOOK = "outlook", "Outlook"
         IMAP = "imap", "IMAP"
+        # The person's forward-to address (integrations/inbound): mail they forward there, stored on arrival
+        # (InboundMessage) and read like a mailbox's. Not a mailbox they connect: no credentials, no push.
+        FORWARD = "forward", "Forwarding address"
 
     class Status(models.TextChoices):
         ACTIVE = "active", "Active"
@@ -83,6 +86,9 @@ class SyncCursor(models.Model):
         # What the person sent (Gmail's SENT label, Graph's sentitems): their promises and what they wait for.
         # Made and read only while their consent covers Sent mail (accounts/consent.py SENT_SINCE).
         SENT_MAIL = "sent_mail", "Sent mail"
+        # What the person forwarded to their forward-to address (InboundMessage): its cursor is the stored
+        # queue itself (FORWARD_CURSOR), and the commit deletes from it what the run handled.
+        FORWARDED = "forwarded", "Forwarded mail"
 
     integration = models.ForeignKey(Integration, on_delete=models.CASCADE, related_name="cursors")
     purpose = models.CharField(max_length=32, choices=Purpose.choices, default=Purpose.TASK_EXTRACTION)
@@ -128,3 +134,52 @@ class PushChannel(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"push {self.integration} until {self.expires_at:%Y-%m-%d %H:%M}"
+
+
+# The cursor of forwarded mail: the queue of stored messages is its own position (what is stored is unread; the
+# commit that writes a message's ledger row deletes it), so the value never changes.
+FORWARD_CURSOR = "stored"
+
+
+class InboundMessage(models.Model):
+    """A message sent to a forward-to address, committed before the sender is told it was taken (SMTP's 250,
+    the webhook's 200), until a run handles it. `key` is its ledger id: a retried delivery is the same row."""
+
+    class Via(models.TextChoices):
+        SMTP = "smtp", "SMTP"
+        WEBHOOK = "webhook", "Webhook"
+
+    integration = models.ForeignKey(Integration, on_delete=models.CASCADE, related_name="inbound")
+    key = models.CharField(max_length=600)  # "<Message-ID>#<SHA-256 of the raw message, 32 hex>"
+    raw = models.BinaryField()
+    size = models.PositiveIntegerField()
+    envelope_from = models.CharField(max_length=320, blank=True)
+    via = models.CharField(max_length=8, choices=Via.choices)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["integration", "key"], name="inbound_once")]
+        # The queue's age (/metrics): the oldest message still stored.
+        indexes = [models.Index(fields=["received_at"], name="inbound_received")]
+        verbose_name = "forwarded email waiting"
+        verbose_name_plural = "forwarded emails waiting"
+
+    def __str__(self) -> str:
+        return f"{self.integration_id} {self.key[:60]}"
+
+
+class ForwardSender(models.Model):
+    """An address the person added as theirs, from which mail to their forward-to address is taken once
+    confirmed (by a link sent to it). Their account's address and their mailboxes' need no confirmation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="forward_senders")
+    address = models.EmailField()  # lower-cased
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "address"], name="forward_sender_once")]
+        ordering = ("address",)
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.address}"

@@ -8,7 +8,12 @@ from integrations.models import Integration
 
 
 def integration_list(*, user: User) -> QuerySet[Integration]:
-    return Integration.objects.filter(user=user).exclude(status=Integration.Status.DISCONNECTED)
+    # The forward-to address is not a mailbox the person connected: it lives on Settings.
+    return (
+        Integration.objects.filter(user=user)
+        .exclude(status=Integration.Status.DISCONNECTED)
+        .exclude(provider=Integration.Provider.FORWARD)
+    )
 
 
 def integration_get(*, user: User, integration_id: int) -> Integration:

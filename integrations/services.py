@@ -25,6 +25,7 @@ from integrations.providers.base import (
     ProviderError,
     ProviderRateLimited,
 )
+from integrations.providers.forward import ForwardProvider
 from integrations.providers.gmail import GmailProvider, gmail_credentials
 from integrations.providers.imap import ImapAccount, ImapProvider
 from integrations.providers.outlook import OutlookProvider
@@ -51,6 +52,7 @@ CURSOR_FILTERS: dict[tuple[str, str], str] = {
     (Integration.Provider.OUTLOOK, SyncCursor.Purpose.SENT_MAIL): OUTLOOK_SENT_FILTER,
     (Integration.Provider.IMAP, SyncCursor.Purpose.TASK_EXTRACTION): IMAP_FILTER,
     (Integration.Provider.IMAP, SyncCursor.Purpose.SENT_MAIL): IMAP_SENT_FILTER,
+    (Integration.Provider.FORWARD, SyncCursor.Purpose.FORWARDED): "forward:v1:stored",
 }
 
 
@@ -82,6 +84,7 @@ def sent_cursors_open(*, user: User, reopen_push: bool = True) -> int:
     missing = list(
         Integration.objects.filter(user=user)
         .exclude(status=Integration.Status.DISCONNECTED)
+        .exclude(provider=Integration.Provider.FORWARD)  # what is forwarded has no Sent mail
         .exclude(cursors__purpose=SyncCursor.Purpose.SENT_MAIL)
     )
     if reopen_push:
@@ -143,6 +146,8 @@ def integration_provider(*, integration: Integration) -> MailProvider:
         return OutlookProvider(MicrosoftTokenSource(credentials), address=integration.account_address)
     if integration.provider == Integration.Provider.IMAP:
         return ImapProvider(ImapAccount.load(credentials), address=integration.account_address)
+    if integration.provider == Integration.Provider.FORWARD:
+        return ForwardProvider(integration_id=integration.pk)
     raise ProviderError(f"{integration.get_provider_display()} is not supported.")
 
 

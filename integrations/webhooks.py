@@ -13,12 +13,16 @@ mailbox; a run row whose job could not be sent is ended at once (extraction_run_
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
+import time
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -204,3 +208,58 @@ def _genuine(items: list[dict[str, Any]]) -> tuple[dict[PushChannel, list[dict[s
             continue
         genuine.setdefault(channel, []).append(item)
     return genuine, refused
+
+
+# The forward-to door's second way in --------------------------------------------------------------------------
+INBOUND_SIGNATURE_MAX_AGE_S = 300  # a signed request older (or newer) than this is refused: no replay
+
+
+def inbound_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """`sha256=<hex>`: HMAC-SHA256 of "<timestamp>." and the body, with the webhook's shared secret."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+@csrf_exempt
+@_unavailable_is_503
+@require_POST
+def inbound_webhook(request: HttpRequest) -> HttpResponse:
+    """A provider's inbound service posting one message for a forward-to address: the raw MIME as the body, the
+    envelope in headers (X-Tasklift-Recipient, -Mail-From, -Client-IP, -Helo), signed (X-Tasklift-Timestamp,
+    X-Tasklift-Signature). 200 only once the message is stored; a refusal says why (code); 503 with
+    Retry-After when it should be sent again later, as SMTP's 4xx."""
+    from integrations.inbound.accept import inbound_accept
+
+    secret = settings.INBOUND_WEBHOOK_SECRET
+    if not secret:
+        return _error(404, "not_found", "The inbound webhook is not enabled.")
+    body = request.read(settings.INBOUND_MAX_BYTES + 1)
+    timestamp = request.headers.get("X-Tasklift-Timestamp", "")
+    signature = request.headers.get("X-Tasklift-Signature", "")
+    if not timestamp or not signature:
+        return _error(401, "signature_missing", "X-Tasklift-Timestamp and X-Tasklift-Signature are required.")
+    try:
+        fresh = abs(time.time() - int(timestamp)) <= INBOUND_SIGNATURE_MAX_AGE_S
+    except ValueError:
+        fresh = False
+    if not fresh or not hmac.compare_digest(signature, inbound_signature(secret, timestamp, body)):
+        logger.warning("inbound webhook refused: %s", "stale timestamp" if not fresh else "bad signature")
+        return _error(403, "signature_refused", "The signature or its timestamp is not valid.")
+    recipient = request.headers.get("X-Tasklift-Recipient", "")
+    if not recipient:
+        return _error(400, "recipient_missing", "X-Tasklift-Recipient names the forward-to address.")
+    answer = inbound_accept(
+        recipient=recipient,
+        raw=body,
+        client_ip=request.headers.get("X-Tasklift-Client-IP", ""),
+        helo=request.headers.get("X-Tasklift-Helo", ""),
+        mail_from=request.headers.get("X-Tasklift-Mail-From", ""),
+        via="webhook",
+    )
+    if answer.taken:
+        return JsonResponse({"accepted": True})
+    if 400 <= answer.code < 500:
+        response = _error(503, answer.outcome, answer.text)
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+    return _error(413 if answer.outcome == "too_big" else 422, answer.outcome, answer.text)

@@ -1,6 +1,6 @@
 """`python -m sandbox [--host H] [--port P] [--tls-port P] [--cert-file PATH] [--demo ADDRESS]`: serve the
 sandbox in the foreground (http on --port; Microsoft identity and Graph over https on --tls-port, with a
-certificate generated at start and written to --cert-file, the file the app trusts)."""
+certificate generated at start and written to --cert-file, the file the app trusts; DNS over UDP on --port)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,11 @@ def main() -> None:
 
         load_demo_mailbox(server.state, args.demo)
         load_demo_outlook(server.state, args.demo)
-    print(f"sandbox listening on {server.url} and {server.tls_url} (certificate: {args.cert_file})", flush=True)
+    print(
+        f"sandbox listening on {server.url} and {server.tls_url} (certificate: {args.cert_file}),"
+        f" DNS on udp {args.host}:{server.port}",
+        flush=True,
+    )
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
 

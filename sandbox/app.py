@@ -77,11 +77,12 @@ def fault_response(service: str, fault: Fault) -> tuple[int, dict[str, str], str
 def create_app(state: SandboxState | None = None, *, base_url: str = "", tls_base_url: str = "") -> Flask:
     """Build the sandbox app. `base_url` is how clients reach it (used in links it hands out);
     `tls_base_url` is its HTTPS listener, used in the links of Microsoft identity and Graph."""
-    # conversations, graph_subscriptions, mailview and push only add routes (to the graph and control blueprints):
-    # imported for that.
+    # conversations, dns, graph_subscriptions, mailview and push only add routes (to the graph and control
+    # blueprints): imported for that.
     from sandbox import (  # noqa: F401
         control,
         conversations,
+        dns,
         gemini,
         gmail,
         google_oauth,

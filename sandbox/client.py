@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from types import EllipsisType
 from typing import Any
@@ -479,6 +481,32 @@ class SandboxClient:
         targets = {"refresh_token": refresh_token, "address": address, "access_token": access_token}
         payload = {k: v for k, v in targets.items() if v}
         return int(self.call("POST", "/microsoft/tokens/revoke", json=payload)["revoked"])
+
+    # DNS and DKIM (inbound mail checks) ------------------------------------------------------------------
+    def dns_set(self, name: str, rtype: str, values: list[str]) -> None:
+        """Replace the records of `name` and `rtype` (TXT, A, AAAA, MX as "10 mx.example.org"); [] removes them."""
+        self.call("PUT", "/dns/records", json={"name": name, "type": rtype, "values": values})
+
+    def dns_records(self) -> list[dict[str, Any]]:
+        """Every record set: [{name, type, values}], by name."""
+        result: list[dict[str, Any]] = self.call("GET", "/dns/records")["records"]
+        return result
+
+    def dns_clear(self) -> None:
+        self.call("DELETE", "/dns/records")
+
+    def dkim_sign(self, raw: bytes, domain: str, selector: str = "sandbox") -> bytes:
+        """`raw` signed by the sandbox's key of (domain, selector), whose record its DNS publishes."""
+        body = {"raw_base64": base64.b64encode(raw).decode(), "domain": domain, "selector": selector}
+        return base64.b64decode(self.call("POST", "/dkim/sign", json=body)["raw_base64"])
+
+    def mail_domain(
+        self, domain: str, *, spf_ips: Sequence[str] = ("127.0.0.1",), dmarc: str = "v=DMARC1; p=reject"
+    ) -> None:
+        """Publish `domain`'s SPF record (mail from `spf_ips` only) and its DMARC record."""
+        mechanisms = " ".join(f"ip{ipaddress.ip_address(ip).version}:{ip}" for ip in spf_ips)
+        self.dns_set(domain, "TXT", [f"v=spf1 {mechanisms} -all"])
+        self.dns_set(f"_dmarc.{domain}", "TXT", [dmarc])
 
 
 def _drop_none(**fields: Any) -> dict[str, Any]:

@@ -4,10 +4,14 @@ With `tls_port`, a second listener serves the same app (and state) over HTTPS wi
 start and renewed before it expires (sandbox/tls.py), written to `cert_path`; both listeners serve every route.
 Clients use plain http for Google, Gemini and the control API (https too in a demo deployment, docs/deploy.md),
 and https for Microsoft identity and Graph, whose links point there.
+
+The DNS server (sandbox/dns.py) listens on UDP at the HTTP listener's host and port number: one port names the
+whole sandbox, so a test run's settings need nothing new to find it.
 """
 
 from __future__ import annotations
 
+import socketserver
 import threading
 from pathlib import Path
 from socket import socket
@@ -16,6 +20,7 @@ from typing import Any
 from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer, WSGIRequestHandler, make_server
 
 from sandbox.app import create_app
+from sandbox.dns import dns_listener
 from sandbox.state import SandboxState
 from sandbox.tls import RenewingCertificate
 
@@ -40,7 +45,8 @@ class _TLSServer(ThreadedWSGIServer):
 
 
 class SandboxServer:
-    """A threaded HTTP server for the sandbox on `host:port` (port 0 picks a free one), plus optional HTTPS."""
+    """A threaded HTTP server for the sandbox on `host:port` (port 0 picks a free one), DNS over UDP on the same
+    port number, plus optional HTTPS."""
 
     def __init__(
         self,
@@ -54,8 +60,9 @@ class SandboxServer:
         if tls_port is not None and cert_path is None:
             raise ValueError("tls_port needs cert_path: the file the sandbox writes its certificate to")
         self.state = state or SandboxState()
-        self._server: BaseWSGIServer = make_server(host, port, app=None, threaded=True)  # type: ignore[arg-type]
-        self.url = f"http://{host}:{self._server.server_port}"
+        self._server, self._dns = self._http_and_dns(host, port)
+        self.port: int = self._server.server_port
+        self.url = f"http://{host}:{self.port}"
         self._tls_server: BaseWSGIServer | None = None
         self.tls_url = ""
         self.cert_path = Path(cert_path) if cert_path is not None else None
@@ -71,27 +78,44 @@ class SandboxServer:
             self._tls_server.app = self.app
         self._threads: list[threading.Thread] = []
 
-    def _listeners(self) -> list[BaseWSGIServer]:
-        return [self._server] + ([self._tls_server] if self._tls_server is not None else [])
+    def _http_and_dns(self, host: str, port: int) -> tuple[BaseWSGIServer, socketserver.BaseServer]:
+        """The HTTP listener and the DNS one on the same port number. With port 0 the kernel picks a TCP port
+        whose UDP twin may be taken: then another pick."""
+        for _ in range(10):
+            server: BaseWSGIServer = make_server(host, port, app=None, threaded=True)  # type: ignore[arg-type]
+            try:
+                return server, dns_listener(self.state, host, server.server_port)
+            except OSError as error:
+                server.server_close()
+                if port:
+                    raise OSError(
+                        error.errno, f"The sandbox's DNS cannot listen on UDP {host}:{port}: {error.strerror}"
+                    ) from error
+        raise OSError(f"No port on {host} was free for both TCP (HTTP) and UDP (DNS) after 10 tries")
 
-    def start(self) -> SandboxServer:
-        for index, listener in enumerate(self._listeners()):
-            name = "sandbox" if index == 0 else "sandbox-tls"
+    def _listeners(self) -> list[tuple[str, socketserver.BaseServer]]:
+        listeners: list[tuple[str, socketserver.BaseServer]] = [("sandbox", self._server), ("sandbox-dns", self._dns)]
+        if self._tls_server is not None:
+            listeners.append(("sandbox-tls", self._tls_server))
+        return listeners
+
+    def _serve_in_threads(self, listeners: list[tuple[str, socketserver.BaseServer]]) -> None:
+        for name, listener in listeners:
             thread = threading.Thread(target=listener.serve_forever, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def start(self) -> SandboxServer:
+        self._serve_in_threads(self._listeners())
         return self
 
     def serve_forever(self) -> None:
-        """Serve in the foreground (the HTTPS listener, if any, in a daemon thread beside it)."""
-        if self._tls_server is not None:
-            thread = threading.Thread(target=self._tls_server.serve_forever, name="sandbox-tls", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        """Serve HTTP in the foreground (DNS and the HTTPS listener, if any, in daemon threads beside it)."""
+        self._serve_in_threads(self._listeners()[1:])
         self._server.serve_forever()
 
     def stop(self) -> None:
-        for listener in self._listeners():
+        for _, listener in self._listeners():
             listener.shutdown()
             listener.server_close()
         for thread in self._threads:

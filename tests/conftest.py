@@ -59,7 +59,8 @@ def django_db_setup(django_db_setup: None) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def sandbox_server() -> Iterator[SandboxServer]:
     """The sandbox on settings.SANDBOX_URL, and over TLS on settings.SANDBOX_TLS_URL (Microsoft, Graph) with
-    its generated certificate written to settings.MICROSOFT_CA_BUNDLE, the file the app trusts."""
+    its generated certificate written to settings.MICROSOFT_CA_BUNDLE, the file the app trusts; its DNS on
+    settings.INBOUND_DNS_SERVER."""
     url = urlsplit(settings.SANDBOX_URL)
     tls_url = urlsplit(settings.SANDBOX_TLS_URL)
     server = SandboxServer(
@@ -68,6 +69,8 @@ def sandbox_server() -> Iterator[SandboxServer]:
         tls_port=tls_url.port or 0,
         cert_path=settings.MICROSOFT_CA_BUNDLE,
     ).start()
+    # Tasklift's inbound mail checks (DKIM, SPF, DMARC) resolve through the sandbox's DNS, on UDP at its port.
+    settings.INBOUND_DNS_SERVER = f"127.0.0.1:{server.port}"
     yield server
     server.stop()
     Path(settings.MICROSOFT_CA_BUNDLE).unlink(missing_ok=True)  # a file of this test run only

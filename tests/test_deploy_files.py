@@ -26,6 +26,7 @@ UNITS = {
     "worker": "tasklift-worker@.service",
     "beat": "tasklift-beat.service",
     "imap-idle": "tasklift-imap-idle.service",
+    "inbound": "tasklift-inbound.service",
 }
 
 
@@ -45,8 +46,8 @@ def seconds(value: str) -> int:
     return int(number) * (60 if unit in ("m", "min") else 1)
 
 
-def test_the_procfile_lists_web_worker_beat_and_imap_idle() -> None:
-    assert set(procfile_commands()) == {"web", "worker", "beat", "imap-idle"}
+def test_the_procfile_lists_web_worker_beat_imap_idle_and_inbound() -> None:
+    assert set(procfile_commands()) == {"web", "worker", "beat", "imap-idle", "inbound"}
 
 
 def test_each_systemd_unit_runs_its_procfile_command_from_the_virtualenv() -> None:

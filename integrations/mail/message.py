@@ -41,6 +41,9 @@ class Email:
     # what they wait for), or what its owner sent (their promises, their asks of others). Set by the reader
     # of the run from the cursor it was listed by.
     folder: Literal["inbox", "sent"] = "inbox"
+    # Forwarded to the person's forward-to address: what they wrote above the forward ("remind me Friday"),
+    # read as their instruction about it; "" for every other email.
+    note: str = ""
 
     @property
     def conversation_key(self) -> str:

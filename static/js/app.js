@@ -55,10 +55,29 @@
     });
   }
 
+  // A Copy button beside a read-only field (data-copy: the field's id), shown only where the clipboard is there.
+  function copyButtons(root) {
+    root.querySelectorAll("[data-copy]").forEach(function (button) {
+      var field = document.getElementById(button.getAttribute("data-copy"));
+      if (!field || !navigator.clipboard) return;
+      button.hidden = false;
+      button.addEventListener("click", function () {
+        var said = document.getElementById(button.getAttribute("data-copy-status") || "");
+        navigator.clipboard.writeText(field.value).then(function () {
+          if (said) said.textContent = "Copied.";
+        }, function () {
+          field.select();
+          if (said) said.textContent = "Press Ctrl+C (or ⌘C) to copy it.";
+        });
+      });
+    });
+  }
+
   function init(root) {
     fillTimeZones(root);
     startCountdowns(root);
     selectOnFocus(root);
+    copyButtons(root);
   }
 
   document.addEventListener("DOMContentLoaded", function () { init(document); });
