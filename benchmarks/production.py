@@ -327,6 +327,8 @@ def deployment_env(
         SECURE_SSL_REDIRECT="false",  # no proxy in front here to answer http with a redirect
         PORT=str(web_port),
         GUNICORN_BIND=f"127.0.0.1:{web_port}",
+        INBOUND_SMTP_HOST="127.0.0.1",  # the `inbound` process (the runbook's port 25 is not ours to take here)
+        INBOUND_SMTP_PORT=str(free_ports(1)[0]),
         WEB_CONCURRENCY="2",
         CELERY_WORKER_CONCURRENCY="2",
         METRICS_TOKEN=metrics_token,

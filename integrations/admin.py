@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from config.pagination import EstimatedCountPaginator
-from integrations.models import Integration, PushChannel, SyncCursor
+from integrations.models import ForwardSender, InboundMessage, Integration, PushChannel, SyncCursor
 
 
 class SyncCursorInline(admin.TabularInline[SyncCursor, Integration]):
@@ -78,4 +78,39 @@ class SyncCursorAdmin(admin.ModelAdmin[SyncCursor]):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: SyncCursor | None = None) -> bool:
+        return False
+
+
+@admin.register(InboundMessage)
+class InboundMessageAdmin(admin.ModelAdmin[InboundMessage]):
+    """Forwarded mail stored and not read yet (a run deletes each once handled). Its text is the person's mail:
+    never shown; an operator sees only how much waits, for whom and since when."""
+
+    list_display = ("integration", "via", "size", "received_at")
+    list_filter = ("via",)
+    search_fields = ("=integration__account_address", "=integration__user__email")
+    search_help_text = "The forward-to address, or its owner's."
+    show_full_result_count = False
+    paginator = EstimatedCountPaginator
+    list_select_related = ("integration",)
+    fields = readonly_fields = ("integration", "key", "via", "envelope_from", "size", "received_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: InboundMessage | None = None) -> bool:
+        return False
+
+
+@admin.register(ForwardSender)
+class ForwardSenderAdmin(admin.ModelAdmin[ForwardSender]):
+    """Addresses people added as theirs for their forward-to address; confirmed only by the link sent to each."""
+
+    list_display = ("address", "user", "confirmed_at", "created_at")
+    search_fields = ("=address", "=user__email")
+    search_help_text = "The address, or its owner's."
+    list_select_related = ("user",)
+    fields = readonly_fields = ("user", "address", "confirmed_at", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False

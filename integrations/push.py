@@ -52,7 +52,8 @@ def push_enabled(provider: str) -> bool:
         return False
     if provider == Integration.Provider.GMAIL:
         return bool(settings.GMAIL_PUSH_TOPIC and settings.GMAIL_PUSH_SERVICE_ACCOUNT)
-    return True
+    # IMAP rings through the imap-idle process, a forward-to address as its mail is stored: neither has a channel.
+    return provider == Integration.Provider.OUTLOOK
 
 
 def outlook_notification_url() -> str:

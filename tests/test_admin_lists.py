@@ -29,6 +29,7 @@ LISTS = [
     "extraction/fetchfailure",
     "integrations/integration",
     "integrations/synccursor",
+    "integrations/inboundmessage",
 ]
 
 

@@ -210,3 +210,13 @@ def test_imap_reads_checks_and_idles_against_dovecot() -> None:  # about 15 s
     assert figures["gemini_calls"] == 3 and figures["tasks_created"] > 0
     assert figures["idle_connections"] == 6 and figures["idle_freshness_p95_s"] > 0
     assert (figures["lost"], figures["duplicates"], figures["writes_sent"]) == (0, 0, 0)
+
+
+def test_inbound_takes_forwards_over_smtp_and_the_webhook_through_two_kills() -> None:  # about 20 s
+    code, figures = run_benchmark("inbound", "--people", "10", "--emails", "80", "--webhook", "20")
+    assert code == 0, figures["checks_failed"]
+    assert figures["inbound_killed"] == 2 and figures["strangers"] > 0
+    assert (figures["refused_wrongly"], figures["accepted_from_strangers"]) == (0, 0)
+    assert (figures["lost"], figures["duplicates"], figures["storage_left"]) == (0, 0, 0)
+    assert figures["tasks"] == figures["accepted"] and figures["gemini_calls"] > 0
+    assert figures["smtp_p95_ms"] > 0

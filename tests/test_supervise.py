@@ -209,11 +209,12 @@ def test_a_procfile_line_that_is_not_name_colon_command_is_refused(tmp_path: Pat
         "worker": "celery -A config --quiet worker --loglevel INFO",
         "beat": "celery -A config --quiet beat --loglevel INFO",
         "imap-idle": "python -m config.imap_idle",
+        "inbound": "python -m config.inbound",
     }
 
 
 class Deployment:
-    """`python -m config.supervise web=1 worker=1 beat=0 imap-idle=0` on the real Procfile (gunicorn, a Celery
+    """`python -m config.supervise web=1 worker=1 beat=0 imap-idle=0 inbound=0` on the real Procfile (gunicorn, a Celery
     worker) and the test database, each process's output in its log file, the supervisor's own lines collected."""
 
     def __init__(self, folder: Path, *args: str, **env: str) -> None:
@@ -231,7 +232,7 @@ class Deployment:
             CELERY_QUEUE=f"{settings.CELERY_TASK_DEFAULT_QUEUE}-supervise-{self.port}", **env,
         )  # fmt: skip
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "config.supervise", "web=1", "worker=1", "beat=0", "imap-idle=0",
+            [sys.executable, "-m", "config.supervise", "web=1", "worker=1", "beat=0", "imap-idle=0", "inbound=0",
              "--status-file", str(folder / "status.json"), "--log-dir", str(folder / "logs"), *args],
             cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip

@@ -2,8 +2,9 @@
 
 Each message is decided and stored by integrations/inbound/accept.py, and the reply to DATA is its answer: 250
 only after the commit. One recipient per transaction (a second is told 452 4.5.3, and the sending server sends
-it again on its own), so one answer always speaks for the whole transaction. The database work runs on one
-thread beside the event loop (asgiref's `sync_to_async`), so sessions wait on each other only there.
+it again on its own), so one answer always speaks for the whole transaction. The checks and the database work
+run on threads beside the event loop (asgiref's `sync_to_async`, its default pool: a few threads, each with its
+own database connection), so sessions are handled side by side.
 STARTTLS is offered with the operator's certificate (INBOUND_TLS_CERT, INBOUND_TLS_KEY).
 """
 
@@ -45,7 +46,7 @@ class InboundHandler:
     async def handle_RCPT(self, server: SMTP, session: Any, envelope: Any, address: str, options: list[str]) -> str:
         if envelope.rcpt_tos:
             return TOO_MANY_RECIPIENTS
-        refusal = await sync_to_async(_recipient)(address)
+        refusal = await sync_to_async(_recipient, thread_sensitive=False)(address)
         if refusal is not None:
             inbound_count("smtp", "unknown_recipient" if refusal.startswith("550") else "unavailable")
             return refusal
@@ -57,7 +58,7 @@ class InboundHandler:
         if not isinstance(raw, bytes):
             raw = str(raw).encode()
         try:
-            return await sync_to_async(_accept)(
+            return await sync_to_async(_accept, thread_sensitive=False)(
                 recipient=envelope.rcpt_tos[0],
                 raw=raw,
                 client_ip=str(session.peer[0]) if session.peer else "",

@@ -40,7 +40,11 @@ class ForwardProvider:
         return self._list() if folder == "inbox" else Delta(message_ids=[], new_cursor=FORWARD_CURSOR)
 
     def fetch_deltas(self, cursors: Mapping[Folder, str]) -> dict[Folder, Delta]:
-        return {folder: self.fetch_delta(cursor, folder=folder) for folder, cursor in cursors.items()}
+        """The idle check's question (is anything stored?), answered from the keys alone: nothing is loaded."""
+        return {
+            folder: self._list(load=False) if folder == "inbox" else self.fetch_delta(cursor, folder=folder)
+            for folder, cursor in cursors.items()
+        }
 
     def resync(
         self,
@@ -56,7 +60,7 @@ class ForwardProvider:
     def first_read(self, since: datetime, limit: int, *, folder: Folder = "inbox") -> Delta:
         return self.fetch_delta(FORWARD_CURSOR, folder=folder)
 
-    def _list(self) -> Delta:
+    def _list(self, *, load: bool = True) -> Delta:
         from integrations.models import InboundMessage
 
         stored = (
@@ -71,6 +75,8 @@ class ForwardProvider:
                 break
             keys.append(key)
             total += size
+        if not load:
+            return Delta(message_ids=keys, new_cursor=FORWARD_CURSOR)
         rows = InboundMessage.objects.filter(integration_id=self.integration_id, key__in=keys)
         self._listed = {key: (bytes(raw), at) for key, raw, at in rows.values_list("key", "raw", "received_at")}
         ordered = [key for key in keys if key in self._listed]

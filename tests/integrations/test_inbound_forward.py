@@ -283,3 +283,38 @@ def test_a_forwarded_emails_note_reaches_gemini_on_a_line_of_its_own() -> None:
     prompt = build_prompt([email], max_body_chars=4000)
     assert f"{NOTE_MARK}: remind me Friday and call her first\n" in prompt.contents
     assert "remind me Friday" not in prompt.texts["email_1"]  # not the email's own words (grounding reads those)
+
+
+def test_push_maintenance_opens_no_channel_for_an_imap_mailbox_or_a_forward_to_address(
+    consenting_user: User, settings: object
+) -> None:
+    """Only Gmail and Outlook have push channels; the maintenance job once asserted an Outlook client for any other."""
+    from integrations.jobs import push_channels_maintain_job
+    from integrations.models import PushChannel
+    from tests.factories import IntegrationFactory
+
+    settings.PUSH_ENABLED = True  # type: ignore[attr-defined]
+    IntegrationFactory(user=consenting_user, provider=Integration.Provider.IMAP)
+    forward_address(user=consenting_user)
+    assert push_channels_maintain_job() == {"renewed": 0, "opened": 0, "failed": 0, "forgotten": 0}
+    assert not PushChannel.objects.exists()
+
+
+def test_the_scans_idle_check_finds_forwarded_mail_stored_and_asks_for_a_run(
+    sandbox: SandboxClient, consenting_user: User
+) -> None:
+    """The safety net when the run asked for at storing was lost (Redis down): the idle check sees the queue."""
+    from extraction.idlecheck import mailboxes_idle_check
+    from integrations.inbound.accept import inbound_accept
+
+    sandbox.mail_domain("example.com")
+    integration = forward_address(user=consenting_user)
+    assert mailboxes_idle_check(integration_ids=[integration.pk]).with_mail == 0  # nothing stored: quiet
+    raw = sandbox.dkim_sign(gmail_forward(consenting_user.email, ASK), "example.com")
+    answer = inbound_accept(
+        recipient=integration.account_address, raw=raw, client_ip="127.0.0.1", helo="mx", mail_from="", via="smtp"
+    )
+    assert answer.taken
+    ExtractionRun.objects.all().delete()  # as if the run asked for then was lost
+    checked = mailboxes_idle_check(integration_ids=[integration.pk])
+    assert (checked.with_mail, checked.runs_queued) == (1, 1)
