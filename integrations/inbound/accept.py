@@ -28,7 +28,7 @@ from config.metrics import inbound_count
 from config.unavailable import UNAVAILABLE
 from extraction.crashpoints import crash_point
 from integrations.inbound.addresses import forward_recipient, sender_addresses
-from integrations.inbound.senders import sender_check
+from integrations.inbound.senders import from_address, sender_check
 from integrations.mail.mime import message_id_key
 from integrations.models import InboundMessage, Integration
 
@@ -109,22 +109,23 @@ def _accept(*, recipient: str, raw: bytes, client_ip: str, helo: str, mail_from:
 
 def _accept_for(integration: Integration, *, raw: bytes, client_ip: str, helo: str, mail_from: str, via: str) -> Answer:
     user = integration.user
-    if not consent_allows_reading(user_id=user.pk):
-        return NO_CONSENT
-    verdict = sender_check(raw, client_ip=client_ip, helo=helo, mail_from=mail_from)
-    if not verdict.from_address:
+    address = from_address(raw)
+    if not address:
         return MALFORMED if not raw.strip() else NOT_THE_PERSON
-    if verdict.from_address not in sender_addresses(user=user):
-        return NOT_THE_PERSON
+    if address not in sender_addresses(user=user):
+        return NOT_THE_PERSON  # before any lookup, and before anything of the person (their consent) is told
+    verdict = sender_check(raw, client_ip=client_ip, helo=helo, mail_from=mail_from)
     if verdict.temporary:
         return DNS_TEMPORARY
     if not verdict.aligned:
         return NOT_ALIGNED
+    if not consent_allows_reading(user_id=user.pk):
+        return NO_CONSENT
     window = HOUR_S
     try:
         count_take(
             Counter(counter_key("inbound-person", str(user.pk)), settings.INBOUND_PER_PERSON_PER_HOUR, window),
-            Counter(counter_key("inbound-sender", verdict.from_address), settings.INBOUND_PER_SENDER_PER_HOUR, window),
+            Counter(counter_key("inbound-sender", address), settings.INBOUND_PER_SENDER_PER_HOUR, window),
         )
     except CountRefused as refused:
         return RATE_PERSON if "inbound-person" in refused.counter.key else RATE_SENDER

@@ -318,3 +318,28 @@ def test_the_scans_idle_check_finds_forwarded_mail_stored_and_asks_for_a_run(
     ExtractionRun.objects.all().delete()  # as if the run asked for then was lost
     checked = mailboxes_idle_check(integration_ids=[integration.pk])
     assert (checked.with_mail, checked.runs_queued) == (1, 1)
+
+
+def test_inbound_limits_say_try_later_as_smtp_does(sandbox: SandboxClient, consenting_user: User) -> None:
+    """Over the sender's hourly rate 450, over the waiting count 452, DNS failing 451: each a 4xx, so the sending
+    server keeps the message and tries again later; nothing of it is stored."""
+    from config.ports import free_port
+    from integrations.inbound.accept import inbound_accept
+
+    sandbox.mail_domain("example.com")
+    address = _address(consenting_user)
+
+    def send(n: int) -> tuple[int, str]:
+        raw = sandbox.dkim_sign(gmail_forward(consenting_user.email, f"{ASK} ({n})"), "example.com")
+        answer = inbound_accept(recipient=address, raw=raw, client_ip="127.0.0.1", helo="mx", mail_from="", via="smtp")
+        return answer.code, answer.text
+
+    with override_settings(INBOUND_PER_SENDER_PER_HOUR=2):
+        assert [send(n)[0] for n in range(3)] == [250, 250, 450]
+    with override_settings(INBOUND_MAX_WAITING=2):
+        code, text = send(4)
+        assert code == 452 and text.startswith("4.2.2"), text
+    with override_settings(INBOUND_DNS_SERVER=f"127.0.0.1:{free_port()}"):  # nothing answers there
+        code, text = send(5)
+        assert code == 451 and text.startswith("4.7.0"), text
+    assert InboundMessage.objects.count() == 2
