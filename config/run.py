@@ -251,8 +251,8 @@ def _demo_inbound() -> str:
     sandbox_port = settings.SANDBOX_URL.rpartition(":")[2]
     os.environ.setdefault("INBOUND_DNS_SERVER", f"127.0.0.1:{sandbox_port}")  # sandbox/dns.py
     return (
-        f"  Forward-to:  Settings shows the demo person's address; `{sys.executable} -m sandbox.forward_send "
-        f"--port {port}` forwards it an email\n"
+        f"  Forward-to:  Settings shows the demo person's address; once they agree to AI reading, "
+        f"`{sys.executable} -m sandbox.forward_send --port {port}` forwards them an email\n"
     )
 
 

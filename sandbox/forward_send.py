@@ -31,6 +31,10 @@ def forward_message(person: str, to: str) -> bytes:
     return message.as_bytes().replace(b"\n", b"\r\n")
 
 
+def _text(answer: bytes | str) -> str:
+    return answer.decode(errors="replace") if isinstance(answer, bytes) else answer
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox.forward_send", description=__doc__)
     parser.add_argument("--port", type=int, required=True, help="the inbound process's port (INBOUND_SMTP_PORT)")
@@ -62,7 +66,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _text(answer: bytes | str) -> str:
-    return answer.decode(errors="replace") if isinstance(answer, bytes) else answer

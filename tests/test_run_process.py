@@ -36,6 +36,8 @@ TEST_ONLY = (
     "TEST_DATABASE_NAME",
     "MICROSOFT_CA_BUNDLE",
     "GEMINI_RETRY_INITIAL_DELAY_S",
+    "INBOUND_DNS_SERVER",
+    "INBOUND_WEBHOOK_SECRET",
 )
 
 
@@ -48,6 +50,7 @@ def checkout_env(local_dir: Path) -> dict[str, str]:
         SANDBOX_URL=f"http://127.0.0.1:{free_port()}",
         SANDBOX_TLS_URL=f"https://127.0.0.1:{free_port()}",
         DEMO_IMAP_PORT=str(free_port()),  # not 8993, which a `make run` of another test may hold
+        INBOUND_SMTP_PORT=str(free_port()),  # nor 2525
         PYTHONUNBUFFERED="1",
     )
     return env
@@ -122,6 +125,16 @@ def test_make_run_stops_on_every_signal_starts_again_and_make_stop_leaves_nothin
         time.sleep(0.2)
     last = output.read_text().rstrip().splitlines()[-1]
     assert last.strip() == "Ctrl-C stops every process."  # where to go is the last thing on the screen
+    # The forward-to door runs with the rest: the demo person's address takes an email their server forwards,
+    # once they agreed to AI reading.
+    grant = "from accounts.services import consent_grant as g; from accounts.models import User as U; "
+    grant += "g(user=U.objects.get(email='demo@tasklift.test'))"
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", grant], cwd=ROOT, env=env, check=True, timeout=120)
+    sent = subprocess.run(
+        [sys.executable, "-m", "sandbox.forward_send", "--port", env["INBOUND_SMTP_PORT"]],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert sent.returncode == 0 and "taken (250)" in sent.stdout, sent.stdout + sent.stderr[-2000:]
     os.killpg(run.pid, signal.SIGINT)
     run.wait(timeout=60)
 
