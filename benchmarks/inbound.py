@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import random
 import signal
 import smtplib
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the project is one level up
-from benchmarks.common import ROOT, Benchmark, SandboxProcess, main
+from benchmarks.common import ROOT, Benchmark, SandboxProcess, git_version, main
 
 BENCH_DATABASE = "tasklift_bench_inbound"
 DOMAINS = 10
@@ -304,6 +305,9 @@ def bench(args: argparse.Namespace, sandbox: SandboxProcess) -> dict[str, Any]:
         "tasks": tasks,
         "gemini_calls": sum(runs.values_list("llm_calls", flat=True)),
         "storage_left": InboundMessage.objects.count(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "git": git_version(),
     }
     checks = {
         "every own email taken (refused_wrongly == 0)": figures["refused_wrongly"] == 0,
