@@ -4,6 +4,7 @@ does not vouch for, is refused at SMTP time and never stored. DNS (DKIM keys, SP
 
 from __future__ import annotations
 
+import smtplib
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -343,3 +344,69 @@ def test_inbound_limits_say_try_later_as_smtp_does(sandbox: SandboxClient, conse
         code, text = send(5)
         assert code == 451 and text.startswith("4.7.0"), text
     assert InboundMessage.objects.count() == 2
+
+
+def test_inbound_offers_starttls_with_the_operators_certificate(
+    sandbox: SandboxClient, consenting_user: User, tmp_path: object
+) -> None:
+    import ssl
+    import threading
+    from pathlib import Path
+
+    from sandbox.tls import certificate_generate
+
+    certificate, key = certificate_generate()
+    folder = Path(str(tmp_path))
+    (folder / "cert.pem").write_bytes(certificate)
+    (folder / "key.pem").write_bytes(key)
+    sandbox.mail_domain("example.com")
+    raw = sandbox.dkim_sign(gmail_forward(consenting_user.email, ASK), "example.com").replace(b"\n", b"\r\n")
+    with override_settings(INBOUND_TLS_CERT=str(folder / "cert.pem"), INBOUND_TLS_KEY=str(folder / "key.pem")):
+        server = InboundServer(host="127.0.0.1", port=free_port())
+    stopping = threading.Event()
+    thread = threading.Thread(target=server.serve, args=(stopping,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while server.controller.server is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        trust = ssl.create_default_context(cafile=str(folder / "cert.pem"))
+        with smtplib.SMTP("127.0.0.1", server.controller.port, timeout=30) as client:
+            client.ehlo("mx.sender.example")
+            assert client.has_extn("starttls")
+            client.starttls(context=trust)
+            client.ehlo("mx.sender.example")
+            assert isinstance(client.sock, ssl.SSLSocket) and client.sock.version() in ("TLSv1.2", "TLSv1.3")
+            client.sendmail(consenting_user.email, [_address(consenting_user)], raw)
+    finally:
+        stopping.set()
+        thread.join(timeout=10)
+    assert InboundMessage.objects.count() == 1
+
+
+def test_metrics_count_what_the_door_takes_and_refuses_and_the_queues_age(
+    sandbox: SandboxClient, consenting_user: User, client: Client, settings: object
+) -> None:
+    from integrations.inbound.accept import inbound_accept
+    from tests.test_metrics import TOKEN, scrape, value
+
+    settings.METRICS_TOKEN = TOKEN  # type: ignore[attr-defined]
+    sandbox.mail_domain("example.com")
+    sandbox.mail_domain("elsewhere.example")
+    address = _address(consenting_user)
+    before = scrape(client)
+    own = sandbox.dkim_sign(gmail_forward(consenting_user.email, ASK), "example.com")
+    stranger = sandbox.dkim_sign(gmail_forward("s@elsewhere.example", ASK), "elsewhere.example")
+    for raw in (own, stranger):
+        inbound_accept(recipient=address, raw=raw, client_ip="127.0.0.1", helo="mx", mail_from="", via="webhook")
+
+    after = scrape(client)
+
+    def grew(outcome: str) -> float:
+        name = "tasklift_inbound_messages_total"
+        return value(after, name, via="webhook", outcome=outcome) - value(before, name, via="webhook", outcome=outcome)
+
+    assert (grew("accepted"), grew("not_the_person"), grew("not_aligned")) == (1, 1, 0)
+    assert value(after, "tasklift_inbound_waiting") == 1
+    assert 0 <= value(after, "tasklift_inbound_oldest_waiting_age_seconds") < 60
+    assert value(after, "tasklift_scrape_part_up", part="inbound") == 1
