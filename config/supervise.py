@@ -65,6 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
 HEALTHY_AFTER_S = 60.0  # a process that ran this long starts again after the first pause, not a longer one
+COPY_DRAIN_S = 5.0  # at the stop, how long a stopped process's last output may take to be relayed
 GRACE_S = {"web": 35.0, "worker": 600.0, "beat": 10.0, "imap-idle": 10.0, "inbound": 35.0}
 GRACE_DEFAULT_S = 30.0
 # A process that forks its own processes: its count is how many it forks, through this variable.
@@ -182,6 +183,7 @@ class Instance:
     restart_at: float | None = None
     last_exit: int | None = None
     log: IO[bytes] | None = field(default=None, repr=False)
+    copier: threading.Thread | None = field(default=None, repr=False)  # relays its output (no --log-dir)
 
     @property
     def label(self) -> str:
@@ -271,7 +273,8 @@ class Supervisor:
         instance.started_at = time.monotonic()
         instance.restart_at = None
         if instance.process.stdout is not None:
-            threading.Thread(target=self._copy, args=(instance, instance.process.stdout), daemon=True).start()
+            instance.copier = threading.Thread(target=self._copy, args=(instance, instance.process.stdout), daemon=True)
+            instance.copier.start()
         self.write_status()
 
     def _copy(self, instance: Instance, stream: IO[bytes]) -> None:
@@ -373,6 +376,10 @@ class Supervisor:
                 instance.restart_at = None
                 if instance.process is not None:
                     instance.last_exit = instance.process.returncode
+                if instance.copier is not None:
+                    # Its last lines ("stopped", a worker's warm shutdown) are said before the supervisor ends:
+                    # its relay is a daemon thread, which the exit would cut short.
+                    instance.copier.join(timeout=COPY_DRAIN_S)
         for instance in self.instances:
             if instance.log is not None:
                 instance.log.close()

@@ -60,7 +60,8 @@ class Supervised:
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, **(env or {}), "PATH": "/usr/bin:/bin"},  # `python` must come from the virtualenv
         )  # fmt: skip
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -68,6 +69,8 @@ class Supervised:
             self.lines.append((time.monotonic(), line.rstrip("\n")))
 
     def output(self) -> list[str]:
+        if self.process.poll() is not None:
+            self.reader.join(timeout=10)  # the supervisor ended: its last lines, read to the pipe's end
         return [line for _, line in self.lines]
 
     def status(self) -> dict[str, dict[str, object]]:
