@@ -114,18 +114,17 @@ def _accept_for(integration: Integration, *, raw: bytes, client_ip: str, helo: s
         return MALFORMED if not raw.strip() else NOT_THE_PERSON
     if address not in sender_addresses(user=user):
         return NOT_THE_PERSON  # before any lookup, and before anything of the person (their consent) is told
-    verdict = sender_check(raw, client_ip=client_ip, helo=helo, mail_from=mail_from)
+    verdict = sender_check(raw, address=address, client_ip=client_ip, helo=helo, mail_from=mail_from)
     if verdict.temporary:
         return DNS_TEMPORARY
     if not verdict.aligned:
         return NOT_ALIGNED
     if not consent_allows_reading(user_id=user.pk):
         return NO_CONSENT
-    window = HOUR_S
     try:
         count_take(
-            Counter(counter_key("inbound-person", str(user.pk)), settings.INBOUND_PER_PERSON_PER_HOUR, window),
-            Counter(counter_key("inbound-sender", address), settings.INBOUND_PER_SENDER_PER_HOUR, window),
+            Counter(counter_key("inbound-person", str(user.pk)), settings.INBOUND_PER_PERSON_PER_HOUR, HOUR_S),
+            Counter(counter_key("inbound-sender", address), settings.INBOUND_PER_SENDER_PER_HOUR, HOUR_S),
         )
     except CountRefused as refused:
         return RATE_PERSON if "inbound-person" in refused.counter.key else RATE_SENDER

@@ -37,7 +37,6 @@ _configure_lock = threading.Lock()
 
 @dataclass(frozen=True)
 class Verdict:
-    from_address: str  # the From header's one address, lower-cased ("" when it has none or several)
     aligned: bool
     temporary: bool = False  # a DNS lookup failed: nothing is known, the sender should try again
     dkim_domains: tuple[str, ...] = ()  # domains of the DKIM signatures that verified
@@ -129,25 +128,22 @@ def _dkim_domains(raw: bytes) -> tuple[str, ...]:
     return tuple(verified)
 
 
-def sender_check(raw: bytes, *, client_ip: str, helo: str, mail_from: str) -> Verdict:
-    """Whether `raw`, received from `client_ip` (which said `helo`, and gave `mail_from` as its envelope
-    sender), aligns with its From domain."""
+def sender_check(raw: bytes, *, address: str, client_ip: str, helo: str, mail_from: str) -> Verdict:
+    """Whether `raw`, whose From is `address` (`from_address`), received from `client_ip` (which said `helo`, and
+    gave `mail_from` as its envelope sender), aligns with its From domain."""
     resolver_configure()
-    address = from_address(raw)
-    if not address:
-        return Verdict(from_address="", aligned=False)
     from_domain = address.rpartition("@")[2].rstrip(".")
     try:
         adkim, aspf = _dmarc_modes(from_domain)
         domains = _dkim_domains(raw)
         if any(_aligned(domain, from_domain, adkim) for domain in domains):
-            return Verdict(from_address=address, aligned=True, dkim_domains=domains)
+            return Verdict(aligned=True, dkim_domains=domains)
         envelope = mail_from or f"postmaster@{helo}"
         result, _ = spf.check2(i=client_ip, s=envelope, h=helo or "unknown", timeout=DNS_TIMEOUT_S)
     except (dkim.DnsTimeoutError, dns.exception.DNSException) as error:
         logger.warning("inbound sender check: DNS failed (%s)", type(error).__name__)
-        return Verdict(from_address=address, aligned=False, temporary=True)
+        return Verdict(aligned=False, temporary=True)
     if result == "temperror":
-        return Verdict(from_address=address, aligned=False, temporary=True, dkim_domains=domains, spf=result)
+        return Verdict(aligned=False, temporary=True, dkim_domains=domains, spf=result)
     aligned = result == "pass" and _aligned(envelope.rpartition("@")[2], from_domain, aspf)
-    return Verdict(from_address=address, aligned=aligned, dkim_domains=domains, spf=result)
+    return Verdict(aligned=aligned, dkim_domains=domains, spf=result)

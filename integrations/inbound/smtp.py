@@ -22,17 +22,17 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from config.metrics import inbound_count
-from integrations.inbound.accept import UNAVAILABLE_NOW, inbound_accept, recipient_answer
+from integrations.inbound.accept import UNAVAILABLE_NOW, Answer, inbound_accept, recipient_answer
 
 logger = logging.getLogger(__name__)
 
 TOO_MANY_RECIPIENTS = "452 4.5.3 One forward-to address per message: send the others separately"
 
 
-def _recipient(address: str) -> str | None:
+def _recipient(address: str) -> Answer | None:
     close_old_connections()  # a connection the database ended meanwhile (a restart) is opened again
-    answer, _ = recipient_answer(address)
-    return answer.reply if answer else None
+    refusal, _ = recipient_answer(address)
+    return refusal
 
 
 def _accept(**message: Any) -> str:
@@ -48,8 +48,8 @@ class InboundHandler:
             return TOO_MANY_RECIPIENTS
         refusal = await sync_to_async(_recipient, thread_sensitive=False)(address)
         if refusal is not None:
-            inbound_count("smtp", "unknown_recipient" if refusal.startswith("550") else "unavailable")
-            return refusal
+            inbound_count("smtp", refusal.outcome)
+            return refusal.reply
         envelope.rcpt_tos.append(address)
         return "250 OK"
 

@@ -55,3 +55,34 @@ class Email:
             in_reply_to=self.in_reply_to,
             references=self.references,
         )
+
+
+def email_from_rfc822(*, provider: str, message_id: str, raw: bytes, received_at: datetime) -> Email:
+    """The Email of a raw RFC 822 message (IMAP's `BODY[]`, a stored forward): its text, and the headers that say
+    whether it is bulk mail and which conversation it belongs to. No web client links to it."""
+    from email import message_from_bytes
+    from email.policy import compat32
+
+    from integrations.mail.bulk import bulk_headers
+    from integrations.mail.conversation import conversation_headers
+    from integrations.mail.mime import parse_rfc822
+
+    text = parse_rfc822(raw)
+    headers = [(k, str(v)) for k, v in message_from_bytes(raw, policy=compat32).items()]
+    conversation = conversation_headers(headers)
+    return Email(
+        provider=provider,
+        message_id=message_id,
+        thread_id="",
+        sender=text.sender,
+        subject=text.subject,
+        received_at=received_at,
+        body_text=text.body_text,
+        web_link="",
+        internet_message_id=text.message_id,
+        list_headers=bulk_headers(headers),
+        in_reply_to=conversation.in_reply_to,
+        references=conversation.references,
+        to=conversation.to,
+        cc=conversation.cc,
+    )

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from email import message_from_bytes
-from email.policy import compat32
 
-from integrations.mail.bulk import bulk_headers
-from integrations.mail.conversation import conversation_headers
 from integrations.mail.forwarded import unwrap_forward
+from integrations.mail.message import email_from_rfc822
 from integrations.models import FORWARD_CURSOR
 from integrations.providers.base import Delta, Email, Fetched, Folder, ProviderNotFound
 
@@ -99,8 +96,9 @@ class ForwardProvider:
 
     def _email(self, key: str, raw: bytes, received: datetime) -> Email:
         original = unwrap_forward(raw)
-        headers = [(k, str(v)) for k, v in message_from_bytes(raw, policy=compat32).items()]
-        conversation = conversation_headers(headers)
+        if not original.forwarded:  # the person wrote to Tasklift themselves: an email like any other
+            return email_from_rfc822(provider=self.provider, message_id=key, raw=raw, received_at=received)
+        # The forwarded email's own: the forwarding message's list and conversation headers say nothing of it.
         return Email(
             provider=self.provider,
             message_id=key,
@@ -112,9 +110,5 @@ class ForwardProvider:
             body_text=original.body_text,
             web_link="",
             internet_message_id=original.message_id,
-            # A forward is the person's choice: the forwarding message's own list headers say nothing of it.
-            list_headers=bulk_headers([]) if original.forwarded else bulk_headers(headers),
-            in_reply_to=conversation.in_reply_to if not original.forwarded else "",
-            references=conversation.references if not original.forwarded else (),
             note=original.note,
         )

@@ -39,9 +39,8 @@ from imapclient import IMAPClient
 from imapclient.exceptions import IMAPClientError, LoginError
 from imapclient.util import to_unicode
 
-from integrations.mail.bulk import bulk_headers
-from integrations.mail.conversation import conversation_headers
-from integrations.mail.mime import message_id_key, parse_rfc822
+from integrations.mail.message import email_from_rfc822
+from integrations.mail.mime import message_id_key
 from integrations.providers.base import (
     FOLDERS,
     CursorExpired,
@@ -520,28 +519,7 @@ class ImapProvider:
             found[message_id] = self._email(message_id, body, _aware(data.get(b"INTERNALDATE")))
 
     def _email(self, message_id: str, raw: bytes, received: datetime) -> Email:
-        from email import message_from_bytes
-        from email.policy import compat32
-
-        text = parse_rfc822(raw)
-        headers = [(k, str(v)) for k, v in message_from_bytes(raw, policy=compat32).items()]
-        conversation = conversation_headers(headers)
-        return Email(
-            provider=self.provider,
-            message_id=message_id,
-            thread_id="",
-            sender=text.sender,
-            subject=text.subject,
-            received_at=received,
-            body_text=text.body_text,
-            web_link="",
-            internet_message_id=text.message_id,
-            list_headers=bulk_headers(headers),
-            in_reply_to=conversation.in_reply_to,
-            references=conversation.references,
-            to=conversation.to,
-            cc=conversation.cc,
-        )
+        return email_from_rfc822(provider=self.provider, message_id=message_id, raw=raw, received_at=received)
 
 
 def _aware(value: Any) -> datetime:
